@@ -1,0 +1,96 @@
+"""Validates the answers before cookiecutter writes anything.
+
+Each check is a plain function so tests can call it; the block at the bottom is the only
+part that cookiecutter renders.
+"""
+
+import keyword
+import re
+import sys
+
+# Import names a generated package must not take: it would shadow one of these.
+DEPENDENCIES = {
+    "hydra", "lightning", "lightning_fabric", "matplotlib", "mlflow", "numpy", "omegaconf",
+    "onnx", "onnxruntime", "onnxscript", "optuna", "pandas", "pil", "pytest",
+    "pytorch_lightning", "rich", "scipy", "sklearn", "tensorboard", "test", "tests",
+    "torch", "torchmetrics", "torchvision", "wandb",
+}  # fmt: skip
+DISTRIBUTION = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+CHOICES = {
+    "python_version": ("3.10", "3.11", "3.12"),
+    "logger": ("tensorboard", "wandb", "mlflow", "csv"),
+    "license": ("MIT", "Apache-2.0", "BSD-3-Clause", "Proprietary"),
+}
+
+
+def suggest_package(name: str) -> str:
+    """A lowercase identifier close to `name` that passes `check_package`."""
+    candidate = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_") or "project"
+    if candidate[0].isdigit():
+        candidate = f"p{candidate}"
+    if keyword.iskeyword(candidate) or candidate in sys.stdlib_module_names or candidate in DEPENDENCIES:
+        candidate = f"{candidate}_project"
+    return candidate
+
+
+def check_package(name: str) -> str | None:
+    if not name.isidentifier() or name != name.lower() or not name.isascii():
+        rule = "must be a lowercase Python identifier (a-z, 0-9, _; not starting with a digit)"
+    elif keyword.iskeyword(name):
+        rule = "is a Python keyword"
+    elif name in sys.stdlib_module_names:
+        rule = "would shadow the standard library module of that name"
+    elif name in DEPENDENCIES:
+        rule = "would shadow a dependency or test folder of the same name"
+    else:
+        return None
+    return f"package {name!r} {rule}; try package={suggest_package(name)!r}"
+
+
+def check_project(name: str) -> str | None:
+    if DISTRIBUTION.match(name):
+        return None
+    suggestion = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "my-project"
+    return (
+        f"project {name!r} is not a valid distribution name (lowercase letters, digits and "
+        f"'-', starting and ending with a letter or digit); try project={suggestion!r}"
+    )
+
+
+def check_email(email: str) -> str | None:
+    if re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+        return None
+    return f"email {email!r} is not an email address (name@domain); try email='you@example.com'"
+
+
+def check_choice(key: str, value: str) -> str | None:
+    if value in CHOICES[key]:
+        return None
+    return f"{key} {value!r} is not one of {', '.join(CHOICES[key])}; try {key}={CHOICES[key][0]!r}"
+
+
+def first_problem(answers: dict) -> str | None:
+    """The first invalid answer, described in one line, or None when all are valid."""
+    checks = [
+        check_project(answers["project"]),
+        check_package(answers["package"]),
+        check_email(answers["email"]),
+        *(check_choice(key, answers[key]) for key in CHOICES),
+    ]
+    return next((problem for problem in checks if problem), None)
+
+
+if __name__ == "__main__":
+    problem = first_problem(
+        {
+            "project": {{ cookiecutter.project | tojson }},
+            "package": {{ cookiecutter.package | tojson }},
+            "email": {{ cookiecutter.email | tojson }},
+            "python_version": {{ cookiecutter.python_version | tojson }},
+            "logger": {{ cookiecutter.logger | tojson }},
+            "license": {{ cookiecutter.license | tojson }},
+        }
+    )
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(1)

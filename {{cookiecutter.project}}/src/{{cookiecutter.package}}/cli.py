@@ -1,0 +1,44 @@
+"""Console entry points: Hydra parses the command line, the task modules do the work.
+
+Task modules are imported only once a task runs, so config-only commands such as
+`--help` and `--cfg job` never import torch or Lightning.
+"""
+
+import importlib
+import sys
+from pathlib import Path
+
+import hydra
+
+from .utils.errors import UserError
+
+# (module, function) of each task, keyed by its config name in configs/.
+TASKS = {"train": ("train", "train"), "eval": ("eval", "evaluate")}
+
+
+def config_dir() -> str:
+    """The configs packaged in an installed wheel, else the project's own configs/ folder."""
+    packaged = Path(__file__).parent / "configs"
+    return str(packaged if packaged.is_dir() else Path(__file__).parents[2] / "configs")
+
+
+def _launch(name: str):
+    module, function = TASKS[name]
+
+    @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
+    def main(cfg):
+        task = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+        try:
+            return task(cfg)
+        except UserError as error:
+            sys.exit(f"error: {error}")
+
+    return main()
+
+
+def train():
+    return _launch("train")
+
+
+def evaluate():
+    return _launch("eval")

@@ -1,0 +1,3 @@
+from .digits import DigitsDataModule, InMemoryDataset
+
+__all__ = ["DigitsDataModule", "InMemoryDataset"]

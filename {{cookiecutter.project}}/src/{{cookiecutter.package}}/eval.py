@@ -1,0 +1,22 @@
+"""Evaluation: test a trained checkpoint on the test split and write metrics.json."""
+
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from .utils.checkpoint import load_model
+from .utils.errors import UserError
+from .utils.instantiate import build_datamodule, build_trainer
+from .utils.run import plain_metrics, write_json
+
+
+def evaluate(cfg: DictConfig) -> dict:
+    if not cfg.get("ckpt_path"):
+        raise UserError("eval needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
+    model = load_model(cfg.ckpt_path)
+    datamodule = build_datamodule(cfg)
+    trainer = build_trainer(cfg)
+    trainer.test(model, datamodule=datamodule)
+    metrics = plain_metrics(trainer.callback_metrics) | {"ckpt_path": str(cfg.ckpt_path)}
+    write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
+    return metrics

@@ -1,0 +1,69 @@
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from hydra.utils import instantiate
+from torchmetrics import MaxMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class Classifier(pl.LightningModule):
+    """Trains any network that maps a batch of inputs to class logits.
+
+    `net`, `optimizer` and `scheduler` are Hydra configs (plain dicts), not objects: they are
+    saved as hyperparameters, so a checkpoint rebuilds its own model and loads with
+    `weights_only=True`.
+    """
+
+    def __init__(self, net: dict, optimizer: dict, scheduler: dict | None = None, num_classes: int = 10):
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        self.net = instantiate(net)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc_best = MaxMetric()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def _step(self, batch, stage: str) -> torch.Tensor:
+        x, y = batch
+        logits = self(x)
+        loss = F.cross_entropy(logits, y)
+        accuracy = getattr(self, f"{stage}_acc")
+        accuracy(logits, y)
+        training = stage == "train"
+        # Epoch-level val/test values are averaged over all DDP ranks; train/loss per step is not,
+        # which would cost a collective on every step.
+        self.log(f"{stage}/loss", loss, on_step=training, on_epoch=True, prog_bar=True, sync_dist=not training)
+        self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=True)
+        return loss
+
+    def on_train_start(self):
+        # The sanity-check validation ran on untrained weights: forget its accuracy.
+        self.val_acc_best.reset()
+
+    def training_step(self, batch, batch_idx):
+        return self._step(batch, "train")
+
+    def validation_step(self, batch, batch_idx):
+        self._step(batch, "val")
+
+    def on_validation_epoch_end(self):
+        self.val_acc_best(self.val_acc.compute())
+        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+
+    def test_step(self, batch, batch_idx):
+        self._step(batch, "test")
+
+    def predict_step(self, batch, batch_idx):
+        x = batch[0] if isinstance(batch, list | tuple) else batch
+        return self(x).softmax(dim=-1)
+
+    def configure_optimizers(self):
+        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
+        if not self.hparams.scheduler:
+            return optimizer
+        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
+        # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}

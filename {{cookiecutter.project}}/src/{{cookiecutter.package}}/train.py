@@ -1,0 +1,34 @@
+"""Training: fit, test the best checkpoint, write metrics.json."""
+
+from pathlib import Path
+
+import pytorch_lightning as pl
+from omegaconf import DictConfig, OmegaConf
+
+from .utils.checkpoint import load_checkpoint
+from .utils.instantiate import build_datamodule, build_model, build_trainer
+from .utils.run import plain_metrics, write_json
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Runs one training job and returns the metric named by `optimized_metric`, for sweeps."""
+    if cfg.ckpt_path:
+        load_checkpoint(cfg.ckpt_path)  # fails early, with one line, on a bad or unsafe file
+    pl.seed_everything(cfg.seed, workers=True)
+    datamodule = build_datamodule(cfg)
+    model = build_model(cfg)
+    trainer = build_trainer(cfg)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+
+    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+    metrics = plain_metrics(trainer.callback_metrics)
+
+    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if cfg.test:
+        # Without a checkpoint callback the weights from the end of training are tested.
+        trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+        metrics |= plain_metrics(trainer.callback_metrics)
+    metrics["best_model_path"] = best
+    write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
+    return metrics.get(cfg.optimized_metric)

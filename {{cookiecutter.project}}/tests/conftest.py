@@ -1,0 +1,59 @@
+"""Shared test helpers: compose the same configs users run, train once per session, call the CLI."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, open_dict
+
+ROOT = Path(__file__).parents[1]
+CONFIGS = ROOT / "configs"
+# CSV logging and no progress bars or summaries: quiet, fast runs with real log files.
+QUIET = [
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.enable_model_summary=false",
+    "~callbacks.rich_progress_bar",
+    "~callbacks.rich_model_summary",
+]
+
+
+def compose_config(name: str, output_dir: Path, overrides=()) -> DictConfig:
+    """The config `python <name>.py <overrides>` would run with, writing to `output_dir`."""
+    quiet = QUIET if name == "train" else QUIET[:3]
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        cfg = compose(name, overrides=[*quiet, *overrides], return_hydra_config=True)
+    HydraConfig.instance().set_config(cfg)
+    with open_dict(cfg):
+        cfg.paths.root_dir = str(ROOT)
+        cfg.paths.log_dir = str(output_dir / "logs")
+        cfg.paths.output_dir = str(output_dir)
+        del cfg.hydra
+    return cfg
+
+
+def run_cli(script: str, *overrides: str, cwd: Path = ROOT, env: dict | None = None, timeout=300):
+    """Runs `python <script> <overrides>` from the project root, as a user would."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, str(ROOT / script), *overrides],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+@pytest.fixture(scope="session")
+def trained_run(tmp_path_factory) -> Path:
+    """A run directory of a short real training run, shared by tests that only read it."""
+    from {{ cookiecutter.package }}.train import train
+
+    output_dir = tmp_path_factory.mktemp("trained")
+    train(compose_config("train", output_dir, ["trainer.max_epochs=4"]))
+    return output_dir
