@@ -1,0 +1,31 @@
+"""Renders the template the way users do and runs what it renders."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from cookiecutter.main import cookiecutter
+
+REPO = Path(__file__).parents[1]
+
+
+def render(output_dir: Path, **context) -> Path:
+    """Renders the template with `context` over the defaults, without prompts; returns the project."""
+    project = cookiecutter(str(REPO), no_input=True, extra_context=context, output_dir=str(output_dir))
+    return Path(project)
+
+
+def run_in(project: Path, *command: str, timeout: int = 600, env: dict | None = None):
+    """Runs a command inside a rendered project, with its `src` importable as after `pip install -e .`."""
+    env = {**os.environ, "PYTHONPATH": str(project / "src"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, *command], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def default_project(tmp_path_factory) -> Path:
+    """The default render, shared by tests that only read it or write below its logs/."""
+    return render(tmp_path_factory.mktemp("default"))
