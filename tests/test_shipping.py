@@ -1,0 +1,157 @@
+"""The generated project ships like a real one: wheel, console scripts, hooks, CI, license."""
+
+import datetime
+import json
+import os
+import site
+import subprocess
+import sys
+import sysconfig
+import tomllib
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, render
+from packaging.licenses import canonicalize_license_expression
+
+WORKFLOW = Path(".github/workflows/ci.yaml")
+# The test's own tools (ruff, pre-commit, the hook scripts) come first on PATH, as in an
+# activated environment; PYTHONPATH is dropped so nothing is imported from a source tree.
+TOOLS_ENV = {
+    **{key: value for key, value in os.environ.items() if key != "PYTHONPATH"},
+    "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
+}
+
+
+def run(*command, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        command, cwd=cwd, env=env or TOOLS_ENV, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, f"{command}\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def fresh_venv(path: Path) -> Path:
+    """A venv that sees this environment's packages (torch & co.) but has its own site-packages."""
+    run(sys.executable, "-m", "venv", "--without-pip", str(path), cwd=path.parent)
+    own = Path(sysconfig.get_path("purelib", "venv", vars={"base": str(path)}))
+    # Listed after the venv's own site-packages, so the installed wheel wins over anything here.
+    (own / "parent_env.pth").write_text("\n".join(site.getsitepackages()))
+    return path / "bin" / "python"
+
+
+def test_wheel_runs_train_and_eval_with_packaged_configs(default_project, tmp_path):
+    run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path),
+        cwd=default_project)  # fmt: skip
+    (wheel,) = tmp_path.glob("digit_classifier-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = archive.read(f"{wheel.name.split('-')[0]}-0.1.0.dist-info/METADATA").decode()
+        assert "digit_classifier/configs/train.yaml" in archive.namelist()
+    assert "License-Expression: MIT" in metadata.splitlines()
+
+    python = fresh_venv(tmp_path / "venv")
+    run(sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+        "--no-index", "--quiet", str(wheel), cwd=tmp_path)  # fmt: skip
+    scripts = tomllib.loads((default_project / "pyproject.toml").read_text())["project"]["scripts"]
+    bin_dir = python.parent
+    assert all((bin_dir / name).is_file() for name in scripts)
+
+    # Far from the project: only the wheel's own code and configs can make these runs work.
+    work = tmp_path / "work"
+    work.mkdir()
+    where = "from digit_classifier import cli; print(cli.__file__); print(cli.config_dir())"
+    module, configs = run(str(python), "-c", where, cwd=work).stdout.split()
+    assert Path(module).is_relative_to(tmp_path / "venv")
+    assert Path(configs).is_relative_to(tmp_path / "venv")
+
+    run(str(bin_dir / "train"), "debug=limit", "trainer.max_epochs=1", "logger=csv", cwd=work)
+    (best,) = (work / "logs").rglob("best.ckpt")  # runs land below the working directory
+    assert "test/acc" in json.loads((best.parents[1] / "metrics.json").read_text())
+
+    eval_dir = work / "eval"
+    run(str(bin_dir / "eval"), f"ckpt_path={best}", f"hydra.run.dir={eval_dir}", cwd=work)
+    assert 0 <= json.loads((eval_dir / "metrics.json").read_text())["test/acc"] <= 1
+
+
+def test_pre_commit_hooks_pass_offline_on_a_fresh_render(tmp_path):
+    project = render(tmp_path)
+    run("git", "init", "--quiet", cwd=project)
+    run("git", "add", "--all", cwd=project)
+    env = {**TOOLS_ENV, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    output = run(sys.executable, "-m", "pre_commit", "run", "--all-files", cwd=project, env=env)
+    config = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())
+    hooks = [hook["name"] for repo in config["repos"] for hook in repo["hooks"]]
+    results = [line for line in output.stdout.splitlines() if line.startswith(tuple(hooks))]
+    # Each hook ran on files and passed: "Skipped" (no files matched) would prove nothing.
+    assert len(results) == len(hooks) and all(line.endswith("Passed") for line in results)
+    assert run("git", "status", "--porcelain", cwd=project).stdout == ""
+
+
+def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
+    text = (default_project / WORKFLOW).read_text()
+    assert text == (REPO / "{{cookiecutter.project}}" / WORKFLOW).read_text()
+    assert "${{ matrix.python }}" in text
+
+    jobs = yaml.safe_load(text)["jobs"]
+    matrix = jobs["test"]["strategy"]["matrix"]
+    assert matrix["python"] == "${{ fromJSON(needs.versions.outputs.python) }}"
+    steps = jobs["test"]["steps"]
+    (setup,) = [step for step in steps if step.get("uses", "").startswith("actions/setup-python")]
+    assert setup["with"] == {
+        "python-version": "${{ matrix.python }}",
+        "cache": "pip",
+        "cache-dependency-path": "pyproject.toml",
+    }
+    commands = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
+    cpu_torch = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
+    # CPU torch first, so installing the project finds torch satisfied and adds no CUDA build.
+    assert commands.index(cpu_torch) < commands.index('pip install -e ".[dev]"')
+    assert commands[-2:] == ["pre-commit run --all-files --show-diff-on-failure", "pytest"]
+
+
+@pytest.mark.parametrize(
+    ("python_version", "matrix"),
+    [
+        ("3.10", ["3.10", "3.11", "3.12", "3.13"]),
+        ("3.11", ["3.11", "3.12", "3.13"]),
+        ("3.12", ["3.12", "3.13"]),
+    ],
+)
+def test_python_version_sets_requires_python_ruff_target_and_ci_matrix(
+    tmp_path, python_version, matrix
+):
+    project = render(tmp_path, python_version=python_version)
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["requires-python"] == f">={python_version}"
+    assert pyproject["tool"]["ruff"]["target-version"] == f"py{python_version.replace('.', '')}"
+
+    # Run the workflow's own step that builds the matrix, as the runner would.
+    (step,) = [s for s in yaml.safe_load((project / WORKFLOW).read_text())["jobs"]["versions"]
+               ["steps"] if s.get("id") == "read"]  # fmt: skip
+    output = tmp_path / "github_output"
+    env = {**TOOLS_ENV, "GITHUB_OUTPUT": str(output)}
+    run("bash", "-e", "-c", step["run"], cwd=project, env=env)
+    assert output.read_text() == f"python={json.dumps(matrix)}\n"
+
+
+LICENSES = {
+    "MIT": ("MIT", "MIT License"),
+    "Apache-2.0": ("Apache-2.0", "Apache License"),
+    "BSD-3-Clause": ("BSD-3-Clause", "BSD 3-Clause License"),
+    "Proprietary": ("LicenseRef-Proprietary", "Copyright (c)"),
+}
+
+
+@pytest.mark.parametrize("choice", LICENSES)
+def test_license_choice_sets_license_file_and_metadata(tmp_path, choice):
+    expression, first_line = LICENSES[choice]
+    project = render(tmp_path, license=choice, author="Ada Lovelace")
+    text = (project / "LICENSE").read_text()
+    assert text.lstrip().startswith(first_line)
+    assert f"{datetime.datetime.now(datetime.UTC).year} Ada Lovelace" in text
+    assert not (project / "licenses").exists()
+    metadata = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert metadata["license"] == expression == canonicalize_license_expression(expression)
+    assert metadata["license-files"] == ["LICENSE"]
