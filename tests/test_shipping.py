@@ -11,6 +11,7 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from conftest import REPO, render
@@ -42,7 +43,7 @@ def fresh_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
-def test_wheel_runs_train_and_eval_with_packaged_configs(default_project, tmp_path):
+def test_wheel_runs_every_console_script_with_packaged_configs(default_project, tmp_path):
     run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path),
         cwd=default_project)  # fmt: skip
     (wheel,) = tmp_path.glob("digit_classifier-*.whl")
@@ -70,9 +71,17 @@ def test_wheel_runs_train_and_eval_with_packaged_configs(default_project, tmp_pa
     (best,) = (work / "logs").rglob("best.ckpt")  # runs land below the working directory
     assert "test/acc" in json.loads((best.parents[1] / "metrics.json").read_text())
 
-    eval_dir = work / "eval"
+    eval_dir, export_dir, predict_dir = work / "eval", work / "export", work / "predict"
     run(str(bin_dir / "eval"), f"ckpt_path={best}", f"hydra.run.dir={eval_dir}", cwd=work)
     assert 0 <= json.loads((eval_dir / "metrics.json").read_text())["test/acc"] <= 1
+
+    run(str(bin_dir / "export"), f"ckpt_path={best}", "formats=[onnx]",
+        f"hydra.run.dir={export_dir}", cwd=work)  # fmt: skip
+    samples = work / "samples.npy"
+    np.save(samples, np.zeros((3, 8, 8), dtype=np.float32))
+    run(str(bin_dir / "predict"), f"model={export_dir}", f"input={samples}",
+        f"hydra.run.dir={predict_dir}", cwd=work)  # fmt: skip
+    assert len(json.loads((predict_dir / "predictions.json").read_text())["predictions"]) == 3
 
 
 def test_pre_commit_hooks_pass_offline_on_a_fresh_render(tmp_path):
