@@ -33,9 +33,16 @@ class Classifier(pl.LightningModule):
         accuracy = getattr(self, f"{stage}_acc")
         accuracy(logits, y)
         training = stage == "train"
-        # Epoch-level val/test values are averaged over all DDP ranks; train/loss per step is not,
-        # which would cost a collective on every step.
-        self.log(f"{stage}/loss", loss, on_step=training, on_epoch=True, prog_bar=True, sync_dist=not training)
+        # train/loss is logged per step and stays local to each DDP rank: averaging it would cost
+        # a collective on every step. val/test losses are per epoch, averaged over all ranks.
+        self.log(
+            f"{stage}/loss",
+            loss,
+            on_step=training,
+            on_epoch=not training,
+            prog_bar=True,
+            sync_dist=not training,
+        )
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=True)
         return loss
 

@@ -1,0 +1,74 @@
+"""The command line as users meet it: mistakes give one clear line, DDP runs through the real launcher."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import QUIET, ROOT, run_cli
+
+
+def first_line(result) -> str:
+    return result.stderr.strip().splitlines()[0]
+
+
+@pytest.mark.parametrize("flags", [["--help"], ["--cfg", "job"]], ids=["help", "cfg"])
+def test_config_only_commands_do_not_import_torch(flags):
+    code = (
+        "import sys\n"
+        f"sys.argv = ['train.py', *{flags}]\n"
+        "from {{ cookiecutter.package }}.cli import train\n"
+        "train()\n"
+        "assert 'torch' not in sys.modules and 'pytorch_lightning' not in sys.modules\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "optimized_metric" in result.stdout or "Powered by Hydra" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("script", "overrides", "expected"),
+    [
+        ("eval.py", [], "eval needs a checkpoint: pass ckpt_path="),
+        ("eval.py", ["ckpt_path=missing.ckpt"], "ckpt_path 'missing.ckpt' is not a file"),
+        ("train.py", ["ckpt_path=missing.ckpt"], "ckpt_path 'missing.ckpt' is not a file"),
+        ("train.py", ["trainer=tpu_pod"], "Could not find 'trainer/tpu_pod'"),
+        ("train.py", ["trainer.max_epoch=3"], "Could not override 'trainer.max_epoch'"),
+    ],
+)
+def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
+    result = run_cli(script, *overrides, f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert expected in first_line(result)
+
+
+def test_unreadable_checkpoint_gives_one_clear_line(tmp_path):
+    broken = tmp_path / "broken.ckpt"
+    broken.write_bytes(b"not a checkpoint")
+    result = run_cli("eval.py", f"ckpt_path={broken}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert "is not a readable checkpoint" in first_line(result)
+
+
+@pytest.mark.slow
+def test_ddp_on_two_cpu_processes(tmp_path):
+    runs = tmp_path / "logs"
+    run_dir = runs / "ddp"
+    result = run_cli(
+        "train.py",
+        "trainer=ddp_cpu",
+        "trainer.max_epochs=2",
+        *QUIET,
+        f"paths.log_dir={runs}",
+        f"hydra.run.dir={run_dir}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [path.name for path in runs.iterdir()] == ["ddp"]  # one run directory
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["test/acc"] > 0.5
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert len(list(tmp_path.rglob("metrics.json"))) == 1

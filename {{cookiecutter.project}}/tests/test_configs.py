@@ -1,0 +1,50 @@
+"""Every option of every config group composes, and what it describes can be built."""
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model, instantiate_group
+
+from conftest import CONFIGS, compose_config
+
+GROUPS = ["data", "model", "trainer", "callbacks", "logger", "debug", "experiment"]
+ACCELERATORS = {"cpu": True, "auto": True, "gpu": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+
+
+def options(group: str) -> list[str]:
+    return sorted(path.stem for path in (CONFIGS / group).glob("*.yaml"))
+
+
+CASES = [(group, option) for group in GROUPS for option in options(group)]
+
+
+@pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
+def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    cfg = compose_config("train", tmp_path, [f"{group}={option}"], quiet=False)
+    assert build_model(cfg).net is not None
+    assert build_datamodule(cfg).hparams.batch_size > 0
+    assert all(callback is not None for callback in instantiate_group(cfg.callbacks))
+    assert all(logger.save_dir or logger.name for logger in instantiate_group(cfg.logger))
+    if ACCELERATORS[cfg.trainer.accelerator]:
+        instantiate(cfg.trainer)
+    else:
+        # A GPU or Apple-silicon preset on a machine without one must fail by naming the device.
+        with pytest.raises(Exception, match=f"(?i)no supported {cfg.trainer.accelerator}"):
+            instantiate(cfg.trainer)
+
+
+def test_every_group_has_options():
+    assert all(options(group) for group in GROUPS)
+
+
+def test_eval_config_composes(tmp_path):
+    cfg = compose_config("eval", tmp_path, ["ckpt_path=some.ckpt"])
+    assert cfg.ckpt_path == "some.ckpt"
+    assert "model" not in cfg  # the model comes from the checkpoint
+
+
+def test_mlp_is_selectable(tmp_path):
+    cfg = compose_config("train", tmp_path, ["model/net=mlp"])
+    assert type(build_model(cfg).net).__name__ == "MLP"

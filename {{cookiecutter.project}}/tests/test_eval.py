@@ -1,0 +1,23 @@
+"""eval.py on a trained checkpoint, in process and through the CLI."""
+
+import json
+
+from conftest import QUIET, compose_config, run_cli
+
+from {{ cookiecutter.package }}.eval import evaluate
+
+
+def test_eval_reproduces_the_test_metrics_of_the_run(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}"]))
+    trained = json.loads((trained_run / "metrics.json").read_text())
+    evaluated = json.loads((tmp_path / "metrics.json").read_text())
+    assert evaluated["test/acc"] == trained["test/acc"]
+    assert abs(evaluated["test/loss"] - trained["test/loss"]) < 1e-6
+
+
+def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["test/acc"] >= 0.97

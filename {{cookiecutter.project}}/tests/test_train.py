@@ -1,0 +1,95 @@
+"""Real training runs on the real digits, in process."""
+
+import json
+
+import pytorch_lightning as pl
+import torch
+from conftest import compose_config
+
+from {{ cookiecutter.package }}.train import train
+from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint
+
+SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
+
+
+def read_metrics(run_dir):
+    return json.loads((run_dir / "metrics.json").read_text())
+
+
+def test_fast_dev_run(tmp_path):
+    cfg = compose_config("train", tmp_path, ["debug=fdr"])
+    train(cfg)
+    assert "test/acc" in read_metrics(tmp_path)
+
+
+def test_default_config_reaches_97_percent_and_leaves_its_files(trained_run):
+    metrics = read_metrics(trained_run)
+    assert metrics["test/acc"] >= 0.97
+    assert metrics["val/acc_best"] >= metrics["val/acc"]
+    assert {"val/loss", "val/acc", "val/acc_best", "test/loss", "train/loss"} <= metrics.keys()
+    assert metrics["best_model_path"] == str(trained_run / "checkpoints" / "best.ckpt")
+    assert (trained_run / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_short_run_learns(tmp_path):
+    train(compose_config("train", tmp_path, SHORT))
+    assert read_metrics(tmp_path)["test/acc"] > 0.5  # chance is 0.1
+
+
+def test_checkpoints_hold_only_plain_values(trained_run):
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    assert checkpoint["hyper_parameters"]["net"]["_target_"].endswith("SmallCNN")
+    assert type(checkpoint["hyper_parameters"]) is dict
+
+
+def test_resume_continues_the_epoch_count(tmp_path):
+    first = compose_config("train", tmp_path / "first", [*SHORT, "test=false"])
+    train(first)
+    last = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    assert load_checkpoint(last)["epoch"] == 1  # epochs 0 and 1 done
+
+    resumed = compose_config("train", tmp_path / "resumed", [*SHORT, "trainer.max_epochs=4", f"ckpt_path={last}", "test=false"])
+    train(resumed)
+    assert load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.ckpt")["epoch"] == 3
+    logged_epochs = {int(row.split(",")[0]) for row in (tmp_path / "resumed" / "csv" / "metrics.csv").read_text().splitlines()[1:] if row.split(",")[0]}
+    assert min(logged_epochs) == 2  # nothing was trained again from epoch 0
+
+
+def test_bf16_mixed_precision_trains_on_cpu(tmp_path):
+    train(compose_config("train", tmp_path, [*SHORT, "trainer.precision=bf16-mixed", "trainer.accelerator=cpu"]))
+    assert read_metrics(tmp_path)["test/acc"] > 0.3
+
+
+def test_same_seed_gives_identical_metrics(tmp_path):
+    overrides = [*SHORT, "trainer.deterministic=true", "seed=7"]
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        train(compose_config("train", run, overrides))
+    first, second = (read_metrics(run) for run in runs)
+    first.pop("best_model_path"), second.pop("best_model_path")
+    assert first == second
+
+
+class ModeProbe(pl.Callback):
+    """Records train/eval mode of every module where Lightning should have switched it."""
+
+    def __init__(self):
+        self.during_validation, self.during_training = set(), set()
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self.during_validation |= {module.training for module in pl_module.modules()}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.during_training |= {module.training for module in pl_module.modules()}
+
+
+def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_path):
+    from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model
+
+    cfg = compose_config("train", tmp_path, SHORT)
+    model, probe = build_model(cfg), ModeProbe()
+    trainer = pl.Trainer(max_epochs=2, limit_train_batches=3, limit_val_batches=2, callbacks=[probe],
+                         logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer.fit(model, datamodule=build_datamodule(cfg))
+    assert probe.during_validation == {False}  # Dropout off, BatchNorm on running statistics
+    assert probe.during_training == {True}
