@@ -13,7 +13,13 @@ import hydra
 from .utils.errors import UserError
 
 # (module, function) of each task, keyed by its config name in configs/.
-TASKS = {"train": ("train", "train"), "eval": ("eval", "evaluate")}
+TASKS = {
+    "train": ("train", "train"),
+    "eval": ("eval", "evaluate"),
+    "export": ("export.task", "export"),
+    # predict imports only numpy and onnxruntime: it runs where torch is not installed.
+    "predict": ("predict", "predict"),
+}
 
 
 def config_dir() -> str:
@@ -42,3 +48,11 @@ def train():
 
 def evaluate():
     return _launch("eval")
+
+
+def export_model():
+    return _launch("export")
+
+
+def predict():
+    return _launch("predict")

@@ -1,11 +1,11 @@
 """Files a run leaves in its output directory."""
 
-import json
-import os
 from pathlib import Path
 
 import torch
 from pytorch_lightning.utilities import rank_zero_only
+
+from .files import save_json
 
 
 def plain_metrics(metrics: dict) -> dict:
@@ -15,9 +15,5 @@ def plain_metrics(metrics: dict) -> dict:
 
 @rank_zero_only
 def write_json(path: str | Path, data: dict) -> None:
-    """Writes through a temporary file, so a crash never leaves a half-written file behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(f".{path.name}.partial")
-    partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(partial, path)
+    """Writes on rank zero only, through a temporary file (see `files.staged`)."""
+    save_json(path, data)

@@ -1,0 +1,47 @@
+"""ONNX: one self-contained `model.onnx`, for onnxruntime and every runtime that reads ONNX."""
+
+import logging
+from pathlib import Path
+
+import onnx
+import torch
+
+from ..predict import open_session
+from ..utils.files import staged
+from .torch_export import dynamic_batch
+from .verify import Runner
+
+FILE = "model.onnx"
+INPUT_NAME = "input"
+OUTPUT_NAME = "logits"
+# Hydra sets the root logger to INFO, where the ONNX optimizer reports each of its passes, and
+# the exporter warns about every torchvision operator it cannot register, used or not.
+QUIET_LOGGERS = {"onnxscript": logging.WARNING, "onnx_ir": logging.WARNING,
+                 "torch.onnx._internal.exporter._registration": logging.ERROR}
+
+
+def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    with staged(path) as partial:
+        # The dynamo exporter (torch.export underneath). Weights stay inside the file, which
+        # protobuf allows up to 2 GB; larger models need external_data=True and its side file.
+        torch.onnx.export(
+            net,
+            (example,),
+            partial,
+            dynamo=True,
+            opset_version=cfg.opset,
+            input_names=[INPUT_NAME],
+            output_names=[OUTPUT_NAME],
+            dynamic_shapes=dynamic_batch(),
+            external_data=False,
+            verbose=False,
+        )
+        onnx.checker.check_model(partial, full_check=True)
+
+
+def load(path: Path) -> Runner:
+    # The same session, full graph optimization included, that predict.py serves with.
+    session = open_session(path)
+    return lambda inputs: session.run(None, {INPUT_NAME: inputs})[0]

@@ -1,0 +1,59 @@
+"""What an export leaves besides the artifacts: manifest.json, report.json and a printed table."""
+
+from pathlib import Path
+
+import onnx
+import onnxruntime
+import torch
+
+from ..utils.files import sha256
+from ..utils.table import format_table
+from .onnx import INPUT_NAME, OUTPUT_NAME
+
+
+def manifest(files: dict[str, Path], samples: torch.Tensor, datamodule, cfg) -> dict:
+    """Everything a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
+    raw = samples * datamodule.std + datamodule.mean  # back to values as stored, before normalization
+    return {
+        "formats": {name: {"file": path.name, "sha256": sha256(path)} for name, path in files.items()},
+        "input": {
+            "name": INPUT_NAME,
+            "shape": ["batch", *samples.shape[1:]],
+            "dtype": str(samples.dtype).removeprefix("torch."),
+            # What raw inputs range over; image files (0..255) are mapped onto it.
+            "value_range": [round(raw.min().item(), 4), round(raw.max().item(), 4)],
+        },
+        "output": {"name": OUTPUT_NAME, "classes": len(datamodule.class_names)},
+        "normalization": {"mean": datamodule.mean, "std": datamodule.std, "applied_as": "(x - mean) / std"},
+        "class_names": list(datamodule.class_names),
+        "opset": cfg.opset if "onnx" in files else None,
+        "checkpoint": {"path": str(cfg.ckpt_path), "sha256": sha256(cfg.ckpt_path)},
+        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+    }
+
+
+def failures(results: dict[str, dict], atol: float) -> list[str]:
+    """One line for each format whose logits differ from the eager model's by more than `atol`."""
+    return [
+        f"{name} differs from the eager model by {check['max_abs_diff']:.3g} at batch size {size} (atol={atol})"
+        for name, result in results.items()
+        for size, check in result["parity"].items()
+        if not check["max_abs_diff"] <= atol  # a NaN fails too
+    ]
+
+
+def table(results: dict[str, dict], files: dict[str, Path]) -> str:
+    """Parity and latency per format; each latency with its speed-up over eager PyTorch."""
+    eager = results["eager"]["latency_ms"]
+    headers = ["format", "file", "max |diff|", "argmax agree"] + [f"ms @ batch {size}" for size in eager]
+    rows = []
+    for name, result in results.items():
+        parity = result["parity"].values()
+        rows.append([
+            name,
+            files[name].name if name in files else "-",
+            f"{max(check['max_abs_diff'] for check in parity):.2g}",
+            f"{min(check['argmax_agreement'] for check in parity):.1%}",
+            *(f"{ms:.3f} ({eager[size] / ms:.1f}x)" for size, ms in result["latency_ms"].items()),
+        ])
+    return format_table(headers, rows)

@@ -1,0 +1,78 @@
+"""Export: write each format, reload it from disk, check it against the eager model, report."""
+
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig
+
+from ..utils.checkpoint import load_model
+from ..utils.errors import UserError
+from ..utils.files import save_json
+from ..utils.instantiate import build_datamodule
+from . import onnx, report, torch_export, torchscript
+from .verify import measure, torch_runner
+
+FORMATS = {"onnx": onnx, "torchscript": torchscript, "torch_export": torch_export}
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Fails on a bad option before anything slow runs."""
+    if not cfg.get("ckpt_path"):
+        raise UserError("export needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
+    unknown = [name for name in cfg.formats if name not in FORMATS]
+    if unknown or not cfg.formats:
+        raise UserError(f"unknown format {', '.join(map(repr, unknown))} in formats; choose from {', '.join(FORMATS)}")
+    if cfg.torchscript_method not in torchscript.METHODS:
+        raise UserError(
+            f"torchscript_method={cfg.torchscript_method!r} is unknown; choose {' or '.join(torchscript.METHODS)}"
+        )
+
+
+def load_net_and_samples(cfg: DictConfig) -> tuple[torch.nn.Module, torch.Tensor, pl.LightningDataModule]:
+    """The checkpoint's network in eval mode, and held-out samples, prepared exactly as in training.
+
+    The plain network is exported rather than the LightningModule: its forward is the same, and
+    it carries no trainer, metrics or Lightning hooks into the artifact.
+    """
+    net = load_model(cfg.ckpt_path).net.eval()
+    datamodule = build_datamodule(cfg)
+    datamodule.prepare_data()
+    datamodule.setup("test")
+    needed, batches = max(cfg.batch_sizes), []
+    for inputs, _ in datamodule.test_dataloader():
+        batches.append(inputs)
+        if sum(map(len, batches)) >= needed:
+            break
+    samples = torch.cat(batches)[:needed]
+    if len(samples) < needed:
+        raise UserError(f"batch_sizes asks for {needed} samples but the test split holds {len(samples)}")
+    return net, samples, datamodule
+
+
+def export(cfg: DictConfig) -> dict:
+    """Writes the requested formats with manifest.json and report.json; returns the report."""
+    check_config(cfg)
+    net, samples, datamodule = load_net_and_samples(cfg)
+    output_dir = Path(cfg.output_dir)
+    eager = torch_runner(net)
+    inputs = samples.numpy()
+
+    results, files = {"eager": measure(eager, eager, inputs, cfg)}, {}
+    for name in cfg.formats:
+        files[name] = output_dir / FORMATS[name].FILE
+        FORMATS[name].save(net, samples, files[name], cfg)
+        # Measured on the artifact as reloaded from disk, not on the object that wrote it.
+        results[name] = measure(FORMATS[name].load(files[name]), eager, inputs, cfg)
+
+    failed = report.failures(results, cfg.atol)
+    summary = {"atol": cfg.atol, "passed": not failed, "failures": failed, "results": results}
+    save_json(output_dir / "report.json", summary)
+    print(report.table(results, files))
+    if failed:
+        raise UserError(
+            f"{failed[0]}; the artifacts stay in {output_dir} for inspection, without manifest.json"
+        )
+    save_json(output_dir / "manifest.json", report.manifest(files, samples, datamodule, cfg))
+    print(f"exported {', '.join(files)} to {output_dir}")
+    return summary

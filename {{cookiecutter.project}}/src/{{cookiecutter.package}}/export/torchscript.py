@@ -1,0 +1,50 @@
+"""TorchScript: `model.ts`, for runtimes that load TorchScript (LibTorch in C++, older serving stacks)."""
+
+import warnings
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+
+from ..utils.files import staged
+from .verify import Runner, torch_runner
+
+FILE = "model.ts"
+METHODS = ("trace", "script")
+_deprecation_noted = False
+
+
+@contextmanager
+def _deprecation_noted_once():
+    """Recent torch deprecates torch.jit and warns on every call: say so in one line, once.
+
+    Other warnings raised inside the block are passed on unchanged.
+    """
+    global _deprecation_noted
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for warning in caught:
+        if issubclass(warning.category, DeprecationWarning) and "torch.jit" in str(warning.message):
+            if not _deprecation_noted:
+                print(f"note: {warning.message} model.ts is still written for runtimes that load TorchScript.")
+                _deprecation_noted = True
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+
+
+def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
+    # Tracing records the operations run on a real batch; scripting compiles the Python code,
+    # control flow included, but accepts only the TorchScript subset of Python.
+    with _deprecation_noted_once():
+        if cfg.torchscript_method == "trace":
+            module = torch.jit.trace(net, example)
+        else:
+            module = torch.jit.script(net)
+        with staged(path) as partial:
+            torch.jit.save(module, partial)
+
+
+def load(path: Path) -> Runner:
+    with _deprecation_noted_once():
+        return torch_runner(torch.jit.load(path, map_location="cpu"))

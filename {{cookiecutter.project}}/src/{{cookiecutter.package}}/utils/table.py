@@ -1,0 +1,13 @@
+"""Plain-text tables for the terminal. No dependencies, so torch-free commands can print them."""
+
+
+def format_table(headers: list[str], rows: list[list]) -> str:
+    """The first column left-aligned as labels, the others right-aligned as values."""
+    cells = [[str(cell) for cell in row] for row in [headers, *rows]]
+    widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
+    cells.insert(1, ["-" * width for width in widths])
+    lines = [
+        "  ".join([row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])])
+        for row in cells
+    ]
+    return "\n".join(line.rstrip() for line in lines)
