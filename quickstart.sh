@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Renders the default project next to this template, installs it with CPU torch into the
+# project's own .venv, trains it on the bundled digits and prints where the results are.
+# Elsewhere than a machine with the CPU wheel on disk, set TORCH_INDEX_URL, e.g.
+# TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu ./quickstart.sh
+set -euo pipefail
+template=$(cd "$(dirname "$0")" && pwd)
+workdir=${1:-$PWD}
+project="$workdir/digit-classifier"
+if [ -e "$project" ]; then
+  echo "error: $project already exists; remove it or pass another folder: ./quickstart.sh <folder>" >&2
+  exit 1
+fi
+
+python3 -m venv "$workdir/.quickstart-venv"
+. "$workdir/.quickstart-venv/bin/activate"
+pip install -q --upgrade pip
+pip install -q "torch==2.13.0" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
+pip install -q "cookiecutter>=2.6"
+cookiecutter --no-input "$template" -o "$workdir"
+
+cd "$project"
+pip install -q -e ".[dev]"
+python train.py
+run=$(ls -d logs/train/runs/* | tail -n 1)
+echo
+echo "Results of this run: $project/$run"
+echo "  metrics.json: $(tr -d '\n ' < "$run/metrics.json" | cut -c1-200)..."
+echo "  checkpoints:  $run/checkpoints/best.ckpt, last.ckpt"
+echo "Activate the environment with: source $workdir/.quickstart-venv/bin/activate"

@@ -1,0 +1,93 @@
+"""What the template renders: complete, clean, and exactly the files each choice calls for."""
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import render
+
+CHOICES = [
+    {"logger": "wandb", "license": "Apache-2.0", "python_version": "3.12"},
+    {"logger": "mlflow", "license": "BSD-3-Clause", "python_version": "3.10"},
+    {"logger": "csv", "license": "Proprietary", "python_version": "3.11"},
+]
+# Copied without rendering: GitHub's own ${{ }} expressions must survive.
+RAW = {".github/workflows/ci.yaml"}
+
+
+def files(project: Path) -> set[str]:
+    return {str(path.relative_to(project)) for path in project.rglob("*") if path.is_file()}
+
+
+def assert_clean(project: Path):
+    for name in files(project) - RAW:
+        text = (project / name).read_text()
+        assert "{{" not in text and "{%" not in text, f"unrendered Jinja in {name}"
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+
+
+@pytest.fixture(scope="module", params=CHOICES, ids=lambda choice: "-".join(choice.values()))
+def choice_project(request, tmp_path_factory) -> tuple[dict, Path]:
+    return request.param, render(tmp_path_factory.mktemp("choice"), **request.param)
+
+
+def test_default_render_is_clean(default_project):
+    assert_clean(default_project)
+    assert not (default_project / "licenses").exists()
+    assert (default_project / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(choice_project, default_project):
+    choice, project = choice_project
+    assert_clean(project)
+    assert files(project) == files(default_project)
+    changed = {name for name in files(project) if (project / name).read_bytes() != (default_project / name).read_bytes()}
+    assert changed <= {"LICENSE", "pyproject.toml", "configs/train.yaml"}
+
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["requires-python"] == f">={choice['python_version']}"
+    defaults = yaml.safe_load((project / "configs" / "train.yaml").read_text())["defaults"]
+    assert {"logger": choice["logger"]} in defaults
+
+
+def test_choice_render_trains_with_its_default_logger(choice_project, tmp_path):
+    """The parts a choice changes, exercised: its configs compose and a short run logs with its logger."""
+    choice, project = choice_project
+    env = {"PYTHONPATH": str(project / "src"), "WANDB_MODE": "offline", "PATH": __import__("os").environ["PATH"]}
+    run_dir = tmp_path / "run"
+    result = subprocess.run(
+        [sys.executable, "train.py", "debug=limit", "trainer.enable_progress_bar=false", "~callbacks.rich_progress_bar",
+         f"hydra.run.dir={run_dir}", f"paths.log_dir={tmp_path / 'logs'}"],
+        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((run_dir / "metrics.json").read_text())["test/acc"] > 0
+    written = {"wandb": run_dir / "wandb", "mlflow": tmp_path / "logs" / "mlflow.db", "csv": run_dir / "csv" / "metrics.csv"}
+    assert written[choice["logger"]].exists()
+    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py"],
+                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert suite.returncode == 0, suite.stdout[-3000:]
+
+
+def test_hostile_names_still_render_valid_python_and_toml(tmp_path):
+    hostile = {
+        "project_name": 'Tom\'s "Quoted" \\ Ünïcode Net',
+        "description": 'Says "hi", \\n isn\'t a newline; {braces} and ümlauts',
+        "author": 'O\'Brien "The Author" \\',
+    }
+    project = render(tmp_path, **hostile)
+    assert project.name == "tom-s-quoted-unicode-net"
+    for name in files(project):
+        if name.endswith(".py"):
+            compile((project / name).read_text(), name, "exec")
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["description"] == hostile["description"]
+    assert pyproject["project"]["authors"][0]["name"] == hostile["author"]
+    assert hostile["project_name"] in (project / "README.md").read_text()
+    assert_clean(project)
