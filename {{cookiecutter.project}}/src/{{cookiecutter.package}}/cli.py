@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import hydra
+from dotenv import find_dotenv, load_dotenv
 
 from .utils.errors import UserError
 
@@ -30,6 +31,9 @@ def config_dir() -> str:
 
 def _launch(name: str):
     module, function = TASKS[name]
+    # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
+    # configs, so they never reach a config file, log or run directory.
+    load_dotenv(find_dotenv(usecwd=True))
 
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):

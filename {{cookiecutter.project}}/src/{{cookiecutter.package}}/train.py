@@ -3,10 +3,11 @@
 from pathlib import Path
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from .utils.checkpoint import load_checkpoint
 from .utils.instantiate import build_datamodule, build_model, build_trainer
+from .utils.metadata import record_run
 from .utils.run import plain_metrics, write_json
 
 
@@ -18,8 +19,7 @@ def train(cfg: DictConfig) -> float | None:
     datamodule = build_datamodule(cfg)
     model = build_model(cfg)
     trainer = build_trainer(cfg)
-    for logger in trainer.loggers:
-        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True))
+    record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
     metrics = plain_metrics(trainer.callback_metrics)

@@ -1,0 +1,5 @@
+from .confusion_matrix import ConfusionMatrixImage
+from .curves import PlotCurves
+from .diagnostics import TrainingDiagnostics
+
+__all__ = ["ConfusionMatrixImage", "PlotCurves", "TrainingDiagnostics"]

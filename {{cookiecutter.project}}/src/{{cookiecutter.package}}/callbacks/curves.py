@@ -1,0 +1,61 @@
+"""Learning curves as PNG files in the run directory, readable without any logger's UI."""
+
+from collections import defaultdict
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from matplotlib.figure import Figure
+from pytorch_lightning.utilities import rank_zero_only
+
+from ..utils.images import save_png, to_rgb
+
+
+# Recorded at each logging step; every other metric once per epoch.
+PER_STEP = ("train/loss", "lr")
+
+
+class PlotCurves(pl.Callback):
+    """When training ends, writes `loss.png`, `accuracy.png` and `lr.png` to `dirpath`.
+
+    Keeps the values logged during the run: the training loss and learning rate at each
+    logging step, and every epoch-level `*loss` and `*acc*` metric after each epoch.
+    """
+
+    def __init__(self, dirpath: str):
+        self.dirpath = Path(dirpath)
+        self.history: dict[str, list[tuple[int, float | torch.Tensor]]] = defaultdict(list)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step, every = trainer.global_step, trainer.log_every_n_steps
+        if not every or step % every:
+            return
+        # Kept on the device: reading the loss now would make the host wait for the GPU.
+        self.history["train/loss"].append((step, outputs["loss"].detach()))
+        self.history["lr"].append((step, trainer.optimizers[0].param_groups[0]["lr"]))
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        for name, value in trainer.callback_metrics.items():
+            per_epoch = not name.endswith("_step") and name not in PER_STEP
+            if per_epoch and ("loss" in name or "acc" in name):
+                self.history[name.removesuffix("_epoch")].append((trainer.global_step, float(value)))
+
+    @rank_zero_only
+    def on_train_end(self, trainer, pl_module):
+        panels = {"loss": "loss", "accuracy": "acc", "lr": "lr"}
+        for filename, part in panels.items():
+            curves = {name: points for name, points in self.history.items() if part in name}
+            if curves:
+                save_png(to_rgb(draw(curves, filename)), self.dirpath / f"{filename}.png")
+
+
+def draw(curves: dict[str, list], title: str) -> Figure:
+    figure = Figure(figsize=(6, 4), dpi=100, layout="tight")
+    axes = figure.subplots()
+    for name, points in curves.items():
+        steps, values = zip(*points, strict=True)
+        axes.plot(steps, [float(value) for value in values], marker="." if len(steps) < 50 else None, label=name)
+    axes.set(xlabel="step", title=title)
+    axes.grid(alpha=0.3)
+    axes.legend()
+    return figure

@@ -1,0 +1,94 @@
+"""What a run was: its resolved config, the model's size, the code's commit and the versions used."""
+
+import io
+import platform
+import subprocess
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+import pytorch_lightning as pl
+import rich
+import torch
+from omegaconf import DictConfig, OmegaConf
+from pytorch_lightning.utilities import rank_zero_only
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.tree import Tree
+
+from .files import staged
+from .run import write_json
+
+PROJECT = {{ cookiecutter.project | tojson }}
+
+
+@rank_zero_only
+def record_run(cfg: DictConfig, model: torch.nn.Module, trainer: pl.Trainer) -> dict:
+    """Prints the config as a tree and writes config_tree.log, config.yaml (resolved) and run.json
+    to the run directory; every logger gets the resolved config plus this metadata as `run`."""
+    output_dir = Path(cfg.paths.output_dir)
+    tree = config_tree(cfg)
+    rich.print(tree)
+    console = Console(file=io.StringIO(), width=100, record=True)
+    console.print(tree)
+    for name, text in {
+        "config_tree.log": console.export_text(),
+        "config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
+    }.items():
+        with staged(output_dir / name) as partial:
+            partial.write_text(text)
+
+    metadata = {
+        "parameters": count_parameters(model),
+        "git": git_state(Path(__file__).parent),
+        "versions": versions(),
+    }
+    write_json(output_dir / "run.json", metadata)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True) | {"run": metadata})
+    return metadata
+
+
+def config_tree(cfg: DictConfig) -> Tree:
+    """One branch per config group, values resolved."""
+    tree = Tree("config", guide_style="dim")
+    for key, value in cfg.items():
+        if OmegaConf.is_config(value):
+            tree.add(str(key)).add(Syntax(OmegaConf.to_yaml(value, resolve=True), "yaml"))
+        else:
+            tree.add(f"{key}: {value}")
+    return tree
+
+
+def count_parameters(model: torch.nn.Module) -> dict:
+    total = sum(parameter.numel() for parameter in model.parameters())
+    trainable = sum(parameter.numel() for parameter in model.parameters() if parameter.requires_grad)
+    return {"total": total, "trainable": trainable, "frozen": total - trainable}
+
+
+def git_state(directory: Path) -> dict:
+    """The commit checked out at `directory` and whether any file differs from it (untracked
+    files included); None for both outside a git work tree or without git."""
+
+    def git(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=30)
+
+    try:
+        head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")
+    except (OSError, subprocess.TimeoutExpired):
+        return {"commit": None, "dirty": None}
+    if head.returncode or status.returncode:
+        return {"commit": None, "dirty": None}
+    return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())}
+
+
+def versions() -> dict:
+    try:
+        project = version(PROJECT)
+    except PackageNotFoundError:  # run from a source tree that was never pip-installed
+        project = None
+    return {
+        "python": platform.python_version(),
+        "torch": str(torch.__version__),  # a str subclass that YAML writers cannot represent
+        "pytorch_lightning": pl.__version__,
+        PROJECT: project,
+    }

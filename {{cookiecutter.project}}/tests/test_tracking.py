@@ -1,0 +1,177 @@
+"""What a run records, read back from every logger's own files with that logger's own reader."""
+
+import csv
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import compose_config
+from matplotlib.image import imread
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from {{ cookiecutter.package }}.train import train
+from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.utils.instantiate import build_model, build_trainer
+from {{ cookiecutter.package }}.utils.metadata import git_state
+
+TAGS = ["digits", "readback"]
+DIAGNOSTICS = ["train/grad_norm", "perf/samples_per_sec", "perf/data_wait_frac"]
+# Logged at steps 1, 3, 5, ... (0-based) like train/loss: 2 epochs of 4 batches.
+LOGGED_STEPS = [1, 3, 5, 7]
+
+
+@pytest.fixture(scope="module")
+def logged_run(tmp_path_factory):
+    """One short run with every logger at once; the tests below only read what it left."""
+    import wandb
+
+    output_dir = tmp_path_factory.mktemp("logged")
+    cfg = compose_config(
+        "train",
+        output_dir,
+        [
+            "logger=[csv,tensorboard,wandb,mlflow]",
+            "+logger.wandb.offline=true",
+            f"tags=[{','.join(TAGS)}]",
+            "trainer.max_epochs=2",
+            "trainer.log_every_n_steps=2",
+            "+trainer.limit_train_batches=4",
+            "+trainer.limit_val_batches=2",
+            "+trainer.limit_test_batches=2",
+        ],
+    )
+    train(cfg)
+    wandb.finish()  # what the logger config's Hydra callback does at the end of a CLI job
+    return output_dir, cfg
+
+
+def test_csv_has_diagnostics_at_the_logging_steps_of_train_loss(logged_run):
+    output_dir, _ = logged_run
+    rows = list(csv.DictReader((output_dir / "csv" / "metrics.csv").open()))
+
+    def steps(name):
+        return [int(row["step"]) for row in rows if row.get(name)]
+
+    assert steps("train/loss") == LOGGED_STEPS
+    assert steps("lr-AdamW") == LOGGED_STEPS
+    for name in DIAGNOSTICS:
+        assert steps(name) == LOGGED_STEPS, name
+    values = {name: [float(row[name]) for row in rows if row.get(name)] for name in DIAGNOSTICS}
+    assert all(value > 0 and math.isfinite(value) for value in values["train/grad_norm"])
+    assert all(value > 0 for value in values["perf/samples_per_sec"])
+    assert all(0 <= value < 1 for value in values["perf/data_wait_frac"])
+    hparams = yaml.safe_load((output_dir / "csv" / "hparams.yaml").read_text())
+    assert hparams["tags"] == TAGS
+
+
+def test_tensorboard_event_files_hold_scalars_and_the_confusion_matrix(logged_run):
+    output_dir, _ = logged_run
+    events = EventAccumulator(str(output_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0})
+    events.Reload()
+    scalars = events.Tags()["scalars"]
+    assert {"train/loss", "val/acc", "val/acc_best", "test/acc", "lr-AdamW", *DIAGNOSTICS} <= set(scalars)
+    assert [event.step for event in events.Scalars("train/grad_norm")] == LOGGED_STEPS
+    images = events.Images("val/confusion_matrix")
+    assert len(images) == 2  # one per validation epoch, sanity check excluded
+    assert images[0].encoded_image_string.startswith(b"\x89PNG")
+    assert yaml.safe_load((output_dir / "tensorboard" / "hparams.yaml").read_text())["tags"] == TAGS
+
+
+def test_wandb_offline_run_file_read_back_with_wandb(logged_run):
+    output_dir, _ = logged_run
+    (run_file,) = output_dir.glob("wandb/offline-run-*/run-*.wandb")
+    inspect = [sys.executable, "-m", "wandb", "leet", "inspect", str(run_file), "--json"]
+    lines = subprocess.run(inspect, capture_output=True, text=True, check=True).stdout.splitlines()
+    records = [json.loads(line) for line in lines]
+    (run,) = [record["run"] for record in records if record["type"] == "run"]
+    assert run["tags"] == TAGS
+    config = {}
+    for record in records:
+        if record["type"] == "config":
+            config |= record["config"]["update"]
+    assert config["run"]["parameters"]["total"] > 0
+    assert config["model"]["optimizer"]["lr"] == 0.003
+    history = [record["history"]["item"] for record in records if record["type"] == "history"]
+    logged = {key for item in history for key in item}
+    assert {"train/loss", "val/acc", "test/acc", *DIAGNOSTICS} <= logged
+    images = [item for item in history if "val/confusion_matrix._type" in item]
+    assert [image["val/confusion_matrix._type"] for image in images] == ["images/separated"] * 2
+    for image in images:
+        (filename,) = image["val/confusion_matrix.filenames"]
+        assert (run_file.parent / "files" / filename).read_bytes().startswith(b"\x89PNG")
+
+
+def test_mlflow_run_read_back_with_the_mlflow_client(logged_run):
+    from mlflow.tracking import MlflowClient
+
+    output_dir, cfg = logged_run
+    client = MlflowClient(tracking_uri=cfg.logger.mlflow.tracking_uri)
+    assert cfg.logger.mlflow.tracking_uri == f"sqlite:///{output_dir / 'logs' / 'mlflow.db'}"
+    experiment = client.get_experiment_by_name(cfg.logger.mlflow.experiment_name)
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED"
+    assert run.data.params["tags"] == str(TAGS)
+    assert run.data.params["model/optimizer/lr"] == "0.003"
+    assert int(run.data.params["run/parameters/total"]) > 0
+    assert {"val/acc", "val/acc_best", "test/acc", *DIAGNOSTICS} <= run.data.metrics.keys()
+    history = client.get_metric_history(run.info.run_id, "train/grad_norm")
+    assert sorted(metric.step for metric in history) == LOGGED_STEPS
+    images = [artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")]
+    assert sum(path.endswith(".png") for path in images) == 2
+    assert Path(experiment.artifact_location.removeprefix("file://")).is_relative_to(output_dir / "logs")
+
+
+def test_plots_are_pngs_in_the_run_dir(logged_run):
+    output_dir, _ = logged_run
+    for name in ["loss", "accuracy", "lr", "confusion_matrix"]:
+        image = imread(output_dir / "plots" / f"{name}.png")
+        assert image.ndim == 3 and min(image.shape[:2]) > 100, name
+    assert not list((output_dir / "plots").glob(".*"))  # no partial files left behind
+
+
+def test_run_metadata_and_resolved_config_are_saved(logged_run):
+    output_dir, cfg = logged_run
+    metadata = json.loads((output_dir / "run.json").read_text())
+    model = build_model(cfg)
+    assert metadata["parameters"]["total"] == sum(parameter.numel() for parameter in model.parameters())
+    assert metadata["parameters"]["trainable"] == metadata["parameters"]["total"]
+    versions = metadata["versions"]
+    assert versions["torch"] == torch.__version__
+    assert {"python", "pytorch_lightning", {{ cookiecutter.project | tojson }}} <= versions.keys()
+    assert set(metadata["git"]) == {"commit", "dirty"}
+    saved = (output_dir / "config.yaml").read_text()
+    assert "${" not in saved
+    assert yaml.safe_load(saved)["callbacks"]["plots"]["dirpath"] == str(output_dir / "plots")
+    tree = (output_dir / "config_tree.log").read_text()
+    assert "optimizer" in tree and "lr: 0.003" in tree
+
+
+def test_git_state_names_the_commit_and_whether_the_tree_is_dirty(tmp_path):
+    def git(*args):
+        command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
+        return subprocess.run(command, cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+
+    assert git_state(tmp_path) == {"commit": None, "dirty": None}
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "code.py")
+    git("commit", "-qm", "first")
+    commit = git("rev-parse", "HEAD").strip()
+    assert git_state(tmp_path) == {"commit": commit, "dirty": False}
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert git_state(tmp_path) == {"commit": commit, "dirty": True}
+
+
+@pytest.mark.parametrize("package", ["wandb", "mlflow"])
+def test_missing_logger_package_names_the_extra_before_training(package, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, package, None)  # what `import` sees when it is not installed
+    cfg = compose_config("train", tmp_path, [f"logger={package}"])
+    with pytest.raises(UserError, match=rf'pip install -e "\.\[{package}\]"') as error:
+        build_trainer(cfg)
+    assert "\n" not in str(error.value)
+    assert not list(tmp_path.iterdir())  # nothing written
