@@ -1,4 +1,4 @@
-"""The command line as users meet it: mistakes give one clear line, DDP runs through the real launcher."""
+"""The command line as users meet it: mistakes give one clear line, DDP runs the real launcher."""
 
 import json
 import os
@@ -22,7 +22,14 @@ def test_config_only_commands_do_not_import_torch(flags):
         "train()\n"
         "assert 'torch' not in sys.modules and 'pytorch_lightning' not in sys.modules\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 0, result.stderr
     assert "optimized_metric" in result.stdout or "Powered by Hydra" in result.stdout
 
@@ -47,7 +54,9 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
 def test_unreadable_checkpoint_gives_one_clear_line(tmp_path):
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
-    result = run_cli("eval.py", f"ckpt_path={broken}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    result = run_cli(
+        "eval.py", f"ckpt_path={broken}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120
+    )
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert "is not a readable checkpoint" in first_line(result)
@@ -70,5 +79,8 @@ def test_ddp_on_two_cpu_processes(tmp_path):
     assert [path.name for path in runs.iterdir()] == ["ddp"]  # one run directory
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["test/acc"] > 0.5
-    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["best.ckpt", "last.ckpt"]
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == [
+        "best.ckpt",
+        "last.ckpt",
+    ]
     assert len(list(tmp_path.rglob("metrics.json"))) == 1

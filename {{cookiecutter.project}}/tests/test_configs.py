@@ -2,14 +2,18 @@
 
 import pytest
 import torch
+from conftest import CONFIGS, compose_config
 from hydra.utils import instantiate
 
 from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model, instantiate_group
 
-from conftest import CONFIGS, compose_config
-
 GROUPS = ["data", "model", "trainer", "callbacks", "logger", "debug", "experiment"]
-ACCELERATORS = {"cpu": True, "auto": True, "gpu": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
+ACCELERATORS = {
+    "cpu": True,
+    "auto": True,
+    "gpu": torch.cuda.is_available(),
+    "mps": torch.backends.mps.is_available(),
+}
 
 
 def options(group: str) -> list[str]:
@@ -32,7 +36,9 @@ def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch):
     else:
         # A GPU or Apple-silicon preset on a machine without one must fail by naming the device.
         device = cfg.trainer.accelerator
-        with pytest.raises(Exception, match=f"(?i)no supported {device}|{device}Accelerator.*not available"):
+        with pytest.raises(
+            Exception, match=f"(?i)no supported {device}|{device}Accelerator.*not available"
+        ):
             instantiate(cfg.trainer)
 
 

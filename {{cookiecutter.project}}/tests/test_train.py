@@ -48,15 +48,27 @@ def test_resume_continues_the_epoch_count(tmp_path):
     last = tmp_path / "first" / "checkpoints" / "last.ckpt"
     assert load_checkpoint(last)["epoch"] == 1  # epochs 0 and 1 done
 
-    resumed = compose_config("train", tmp_path / "resumed", [*SHORT, "trainer.max_epochs=4", f"ckpt_path={last}", "test=false"])
+    resumed = compose_config(
+        "train",
+        tmp_path / "resumed",
+        [*SHORT, "trainer.max_epochs=4", f"ckpt_path={last}", "test=false"],
+    )
     train(resumed)
     assert load_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.ckpt")["epoch"] == 3
-    logged_epochs = {int(row.split(",")[0]) for row in (tmp_path / "resumed" / "csv" / "metrics.csv").read_text().splitlines()[1:] if row.split(",")[0]}
+    logged_epochs = {
+        int(row.split(",")[0])
+        for row in (tmp_path / "resumed" / "csv" / "metrics.csv").read_text().splitlines()[1:]
+        if row.split(",")[0]
+    }
     assert min(logged_epochs) == 2  # nothing was trained again from epoch 0
 
 
 def test_bf16_mixed_precision_trains_on_cpu(tmp_path):
-    train(compose_config("train", tmp_path, [*SHORT, "trainer.precision=bf16-mixed", "trainer.accelerator=cpu"]))
+    train(
+        compose_config(
+            "train", tmp_path, [*SHORT, "trainer.precision=bf16-mixed", "trainer.accelerator=cpu"]
+        )
+    )
     assert read_metrics(tmp_path)["test/acc"] > 0.3
 
 
@@ -88,8 +100,15 @@ def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_pat
 
     cfg = compose_config("train", tmp_path, SHORT)
     model, probe = build_model(cfg), ModeProbe()
-    trainer = pl.Trainer(max_epochs=2, limit_train_batches=3, limit_val_batches=2, callbacks=[probe],
-                         logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    trainer = pl.Trainer(
+        max_epochs=2,
+        limit_train_batches=3,
+        limit_val_batches=2,
+        callbacks=[probe],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+    )
     trainer.fit(model, datamodule=build_datamodule(cfg))
     assert probe.during_validation == {False}  # Dropout off, BatchNorm on running statistics
     assert probe.during_training == {True}

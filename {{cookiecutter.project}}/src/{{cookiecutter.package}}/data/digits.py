@@ -1,4 +1,4 @@
-"""The scikit-learn digits: 1,797 8x8 grey images of handwritten digits, shipped inside scikit-learn."""
+"""The scikit-learn digits: 1,797 8x8 images of handwritten digits that ship with scikit-learn."""
 
 import pytorch_lightning as pl
 import torch
@@ -66,13 +66,15 @@ class DigitsDataModule(pl.LightningDataModule):
         digits = load_digits()
         images = torch.tensor(digits.images, dtype=torch.float32).unsqueeze(1)
         labels = torch.tensor(digits.target, dtype=torch.long)
-        order = torch.randperm(len(labels), generator=torch.Generator().manual_seed(self.hparams.split_seed))
+        order = torch.randperm(
+            len(labels), generator=torch.Generator().manual_seed(self.hparams.split_seed)
+        )
         n_val = round(len(labels) * self.hparams.val_fraction)
         n_test = round(len(labels) * self.hparams.test_fraction)
         parts = torch.split(order, [len(labels) - n_val - n_test, n_val, n_test])
         train = images[parts[0]]
         self.mean, self.std = train.mean().item(), train.std().item()
-        for name, index in zip(("train", "val", "test"), parts):
+        for name, index in zip(("train", "val", "test"), parts, strict=True):
             normalized = (images[index] - self.mean) / self.std
             self.splits[name] = InMemoryDataset(normalized, labels[index])
 

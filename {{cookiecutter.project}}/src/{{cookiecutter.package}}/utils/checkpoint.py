@@ -20,14 +20,20 @@ def load_checkpoint(path: str | Path) -> dict:
     try:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as error:
-        if "Weights only load failed" not in str(error):
-            raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?)") from None
+        # weights_only refuses any global outside tensors and plain containers, before calling it.
+        if "GLOBAL" not in str(error):
+            raise UserError(
+                f"{path} is not a readable checkpoint (truncated or corrupt?)"
+            ) from None
         raise UserError(
             f"refusing {path}: it holds pickled objects that could run code when loaded; "
             "only checkpoints of tensors and plain values are accepted"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
-        raise UserError(f"{path} is not a readable checkpoint (truncated or corrupt?): {error}") from None
+        reason = str(error).split(".")[0]
+        raise UserError(
+            f"{path} is not a readable checkpoint (truncated or corrupt?): {reason}"
+        ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise UserError(f"{path} is not a Lightning checkpoint: it has no state_dict")
     return checkpoint

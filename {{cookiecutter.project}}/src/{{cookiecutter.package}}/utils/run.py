@@ -10,7 +10,10 @@ from .files import save_json
 
 def plain_metrics(metrics: dict) -> dict:
     """Lightning's metric tensors as floats, ready for JSON."""
-    return {name: value.item() if isinstance(value, torch.Tensor) else value for name, value in metrics.items()}
+    return {
+        name: value.item() if isinstance(value, torch.Tensor) else value
+        for name, value in metrics.items()
+    }
 
 
 @rank_zero_only
