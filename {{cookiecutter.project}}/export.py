@@ -1,4 +1,4 @@
-"""python export.py ckpt_path=<checkpoint> [overrides]: verified ONNX, TorchScript and torch.export files."""
+"""python export.py ckpt_path=<checkpoint>: verified ONNX, TorchScript and torch.export files."""
 
 from {{ cookiecutter.package }}.cli import export_model
 

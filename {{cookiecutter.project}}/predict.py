@@ -1,4 +1,4 @@
-"""python predict.py model_path=<export dir> input=<path>: predictions with onnxruntime, without torch."""
+"""python predict.py model=<export dir> input=<path>: onnxruntime predictions, no torch."""
 
 from {{ cookiecutter.package }}.cli import predict
 

@@ -20,13 +20,16 @@ QUIET = [
     "~callbacks.rich_progress_bar",
     "~callbacks.rich_model_summary",
 ]
+# Export tests check parity, not speed: a few timing runs suffice.
+FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 
 
-def compose_config(name: str, output_dir: Path, overrides=()) -> DictConfig:
+def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
     """The config `python <name>.py <overrides>` would run with, writing to `output_dir`."""
-    quiet = QUIET if name == "train" else QUIET[:3]
+    if quiet:
+        overrides = [*(QUIET if name == "train" else QUIET[:3]), *overrides]
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        cfg = compose(name, overrides=[*quiet, *overrides], return_hydra_config=True)
+        cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
     with open_dict(cfg):
         cfg.paths.root_dir = str(ROOT)
@@ -56,4 +59,15 @@ def trained_run(tmp_path_factory) -> Path:
 
     output_dir = tmp_path_factory.mktemp("trained")
     train(compose_config("train", output_dir, ["trainer.max_epochs=4"]))
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def exported_run(trained_run, tmp_path_factory) -> Path:
+    """Every export format of the trained run's best checkpoint, shared by read-only tests."""
+    from {{ cookiecutter.package }}.export.task import export
+
+    output_dir = tmp_path_factory.mktemp("exported")
+    best = trained_run / "checkpoints" / "best.ckpt"
+    export(compose_config("export", output_dir, [f"ckpt_path={best}", *FAST_LATENCY], quiet=False))
     return output_dir

@@ -59,4 +59,7 @@ def export_model():
 
 
 def predict():
+    # Hydra reads `model=...` as a choice in the training config group `model`, so predict's key
+    # is `model_path`; `model=<path>` is accepted as its short form.
+    sys.argv = [f"model_path={arg[6:]}" if arg.startswith("model=") else arg for arg in sys.argv]
     return _launch("predict")

@@ -15,7 +15,7 @@ from .utils.errors import UserError
 from .utils.files import save_json
 from .utils.table import format_table
 
-IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".tif", ".tiff", ".webp"}
+IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
 
 
@@ -26,27 +26,28 @@ def open_session(path: str | Path) -> ort.InferenceSession:
 
 
 def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
-    """The session of an export's model.onnx, and the manifest.json that export.py wrote beside it."""
+    """The session of an export's model.onnx, and the manifest.json export.py wrote beside it."""
     model = path / "model.onnx" if path.is_dir() else path
     if not model.is_file():
         raise UserError(
-            f"model_path={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
-            "pass model_path=<export dir>"
+            f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
+            "pass model=<export dir>"
         )
     manifest = model.parent / "manifest.json"
     if not manifest.is_file():
-        raise UserError(f"no manifest.json next to {model}; predict needs the folder of a verified export.py run")
+        raise UserError(f"no manifest.json next to {model}; pass the folder of an export.py run")
     try:
         session = open_session(model)
     except (InvalidProtobuf, Fail):
-        raise UserError(f"{model} is not an ONNX model; expected the model.onnx that export.py writes") from None
+        message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
+        raise UserError(message) from None
     return session, json.loads(manifest.read_text())
 
 
 def as_batch(array: np.ndarray, shape: tuple, source: str) -> np.ndarray:
-    """A float32 batch of `shape` samples; one sample, or a missing single channel axis, is fine too."""
+    """A float32 batch of samples of `shape`; one sample, or no single channel axis, is fine."""
     if array.dtype.kind not in "fiu":
-        raise UserError(f"{source} holds {array.dtype} values; expected raw pixel values as floats or integers")
+        raise UserError(f"{source} holds {array.dtype} values; expected raw values as numbers")
     one_channel = len(shape) == 3 and shape[0] == 1
     if array.shape[1:] == shape:
         batch = array
@@ -68,23 +69,25 @@ def read_image(path: Path, shape: tuple, value_range: list[float]) -> np.ndarray
     try:
         from PIL import Image, UnidentifiedImageError
     except ImportError:
-        raise UserError("reading image files needs Pillow: pip install pillow, or pass a .npy array") from None
+        raise UserError(
+            "image files need Pillow: pip install pillow, or pass a .npy array"
+        ) from None
     channels, height, width = shape
     try:
         with Image.open(path) as image:
-            pixels = image.convert("L" if channels == 1 else "RGB").resize((width, height))
+            image = image.convert("L" if channels == 1 else "RGB").resize((width, height))
+            pixels = np.asarray(image, dtype=np.float32).reshape(height, width, channels)
     except (UnidentifiedImageError, OSError):
         raise UserError(f"{path} is not a readable image") from None
-    pixels = np.asarray(pixels, dtype=np.float32).reshape(height, width, channels).transpose(2, 0, 1)
     low, high = value_range  # files hold 0..255; the model saw values in value_range
-    return low + pixels / 255 * (high - low)
+    return low + pixels.transpose(2, 0, 1) / 255 * (high - low)
 
 
 def read_inputs(path: Path, spec: dict) -> tuple[np.ndarray, list[dict]]:
-    """Raw samples from a .npy array, an image file or a folder of images, and where each came from."""
+    """Raw samples from a .npy array, an image file or a folder of images, and their sources."""
     shape = tuple(spec["shape"][1:])
     if not path.exists():
-        raise UserError(f"input={str(path)!r} does not exist; pass input=<.npy file, image or folder of images>")
+        raise UserError(f"input={str(path)!r} does not exist; pass input=<.npy, image or folder>")
     if path.suffix == ".npy":
         try:
             array = np.load(path, allow_pickle=False)
@@ -92,11 +95,12 @@ def read_inputs(path: Path, spec: dict) -> tuple[np.ndarray, list[dict]]:
             raise UserError(f"{path} is not a numeric .npy array: {error}") from None
         batch = as_batch(array, shape, str(path))
         return batch, [{"file": str(path), "index": index} for index in range(len(batch))]
-    images = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES) if path.is_dir() else [path]
-    if not images or images[0].suffix.lower() not in IMAGE_SUFFIXES:
+    files = sorted(path.iterdir()) if path.is_dir() else [path]
+    images = [file for file in files if file.suffix.lower() in IMAGE_SUFFIXES]
+    if not images:
         raise UserError(
             f"input={str(path)!r} is not a .npy file, an image or a folder of images "
-            f"({', '.join(sorted(IMAGE_SUFFIXES))})"
+            f"({', '.join(IMAGE_SUFFIXES)})"
         )
     batch = np.stack([read_image(image, shape, spec["value_range"]) for image in images])
     return batch, [{"file": str(image), "index": None} for image in images]
@@ -104,29 +108,34 @@ def read_inputs(path: Path, spec: dict) -> tuple[np.ndarray, list[dict]]:
 
 def probabilities(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
     name = session.get_inputs()[0].name
-    logits = np.concatenate([session.run(None, {name: inputs[i : i + CHUNK]})[0] for i in range(0, len(inputs), CHUNK)])
+    chunks = [inputs[start : start + CHUNK] for start in range(0, len(inputs), CHUNK)]
+    logits = np.concatenate([session.run(None, {name: chunk})[0] for chunk in chunks])
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
+
+
+def table_row(prediction: dict) -> list[str]:
+    file, index = prediction["file"], prediction["index"]
+    source = file if index is None else f"{file}[{index}]"
+    return [source, prediction["class"], f"{prediction['probability']:.4f}"]
 
 
 def predict(cfg) -> list[dict]:
     """Classifies every sample of `cfg.input`, prints a table and writes predictions.json."""
     if not cfg.get("model_path") or not cfg.get("input"):
-        raise UserError("predict needs model_path=<export dir or model.onnx> and input=<.npy file, image or folder>")
+        raise UserError("predict needs model=<export dir> and input=<.npy file, image or folder>")
     session, manifest = load_export(Path(cfg.model_path))
     raw, sources = read_inputs(Path(cfg.input), manifest["input"])
     # Per-channel statistics broadcast over height and width; a single value over everything.
-    mean, std = (np.asarray(manifest["normalization"][key], np.float32).reshape(-1, 1, 1) for key in ("mean", "std"))
+    norm = manifest["normalization"]
+    mean, std = (np.asarray(norm[key], np.float32).reshape(-1, 1, 1) for key in ("mean", "std"))
     scores = probabilities(session, (raw - mean) / std)
     names = manifest["class_names"]
     predictions = [
         source | {"class": names[best], "probability": round(float(row[best]), 6)}
-        for source, row, best in zip(sources, scores, scores.argmax(axis=1))
+        for source, row, best in zip(sources, scores, scores.argmax(axis=1), strict=True)
     ]
-    rows = [
-        [p["file"] if p["index"] is None else f"{p['file']}[{p['index']}]", p["class"], f"{p['probability']:.4f}"]
-        for p in predictions
-    ]
-    print(format_table(["input", "class", "probability"], rows))
-    save_json(Path(cfg.output_dir) / "predictions.json", {"model_path": str(cfg.model_path), "predictions": predictions})
+    print(format_table(["input", "class", "probability"], [table_row(p) for p in predictions]))
+    output = Path(cfg.output_dir) / "predictions.json"
+    save_json(output, {"model": str(cfg.model_path), "predictions": predictions})
     return predictions

@@ -1,4 +1,4 @@
-"""Deployable copies of a trained network, each reloaded from disk and checked against the original.
+"""Deployable copies of a trained network, each reloaded and checked against the original.
 
 `task.export` runs it all; one module per format (`onnx`, `torchscript`, `torch_export`) saves and
 reloads its artifact; `verify` measures parity and latency; `report` writes what an export leaves.

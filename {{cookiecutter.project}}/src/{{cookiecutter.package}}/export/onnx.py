@@ -16,8 +16,11 @@ INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
 # Hydra sets the root logger to INFO, where the ONNX optimizer reports each of its passes, and
 # the exporter warns about every torchvision operator it cannot register, used or not.
-QUIET_LOGGERS = {"onnxscript": logging.WARNING, "onnx_ir": logging.WARNING,
-                 "torch.onnx._internal.exporter._registration": logging.ERROR}
+QUIET_LOGGERS = {
+    "onnxscript": logging.WARNING,
+    "onnx_ir": logging.WARNING,
+    "torch.onnx._internal.exporter._registration": logging.ERROR,
+}
 
 
 def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:

@@ -12,10 +12,10 @@ from .onnx import INPUT_NAME, OUTPUT_NAME
 
 
 def manifest(files: dict[str, Path], samples: torch.Tensor, datamodule, cfg) -> dict:
-    """Everything a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
-    raw = samples * datamodule.std + datamodule.mean  # back to values as stored, before normalization
+    """What a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
+    raw = samples * datamodule.std + datamodule.mean  # the values as stored, before normalization
     return {
-        "formats": {name: {"file": path.name, "sha256": sha256(path)} for name, path in files.items()},
+        "formats": {name: {"file": p.name, "sha256": sha256(p)} for name, p in files.items()},
         "input": {
             "name": INPUT_NAME,
             "shape": ["batch", *samples.shape[1:]],
@@ -24,18 +24,27 @@ def manifest(files: dict[str, Path], samples: torch.Tensor, datamodule, cfg) -> 
             "value_range": [round(raw.min().item(), 4), round(raw.max().item(), 4)],
         },
         "output": {"name": OUTPUT_NAME, "classes": len(datamodule.class_names)},
-        "normalization": {"mean": datamodule.mean, "std": datamodule.std, "applied_as": "(x - mean) / std"},
+        "normalization": {
+            "mean": datamodule.mean,
+            "std": datamodule.std,
+            "applied_as": "(x - mean) / std",
+        },
         "class_names": list(datamodule.class_names),
         "opset": cfg.opset if "onnx" in files else None,
         "checkpoint": {"path": str(cfg.ckpt_path), "sha256": sha256(cfg.ckpt_path)},
-        "versions": {"torch": torch.__version__, "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__},
+        "versions": {
+            "torch": torch.__version__,
+            "onnx": onnx.__version__,
+            "onnxruntime": onnxruntime.__version__,
+        },
     }
 
 
 def failures(results: dict[str, dict], atol: float) -> list[str]:
     """One line for each format whose logits differ from the eager model's by more than `atol`."""
     return [
-        f"{name} differs from the eager model by {check['max_abs_diff']:.3g} at batch size {size} (atol={atol})"
+        f"{name} differs from the eager model by {check['max_abs_diff']:.3g} "
+        f"at batch size {size} (atol={atol})"
         for name, result in results.items()
         for size, check in result["parity"].items()
         if not check["max_abs_diff"] <= atol  # a NaN fails too
@@ -45,15 +54,13 @@ def failures(results: dict[str, dict], atol: float) -> list[str]:
 def table(results: dict[str, dict], files: dict[str, Path]) -> str:
     """Parity and latency per format; each latency with its speed-up over eager PyTorch."""
     eager = results["eager"]["latency_ms"]
-    headers = ["format", "file", "max |diff|", "argmax agree"] + [f"ms @ batch {size}" for size in eager]
+    headers = ["format", "file", "max |diff|", "argmax agree", *(f"ms @ batch {n}" for n in eager)]
     rows = []
     for name, result in results.items():
-        parity = result["parity"].values()
-        rows.append([
-            name,
-            files[name].name if name in files else "-",
-            f"{max(check['max_abs_diff'] for check in parity):.2g}",
-            f"{min(check['argmax_agreement'] for check in parity):.1%}",
-            *(f"{ms:.3f} ({eager[size] / ms:.1f}x)" for size, ms in result["latency_ms"].items()),
-        ])
+        checks = result["parity"].values()
+        timings = [f"{ms:.3f} ({eager[n] / ms:.1f}x)" for n, ms in result["latency_ms"].items()]
+        worst_diff = max(check["max_abs_diff"] for check in checks)
+        worst_agreement = min(check["argmax_agreement"] for check in checks)
+        file = files[name].name if name in files else "-"
+        rows.append([name, file, f"{worst_diff:.2g}", f"{worst_agreement:.1%}", *timings])
     return format_table(headers, rows)

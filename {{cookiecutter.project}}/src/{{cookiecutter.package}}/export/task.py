@@ -22,15 +22,21 @@ def check_config(cfg: DictConfig) -> None:
         raise UserError("export needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
     unknown = [name for name in cfg.formats if name not in FORMATS]
     if unknown or not cfg.formats:
-        raise UserError(f"unknown format {', '.join(map(repr, unknown))} in formats; choose from {', '.join(FORMATS)}")
+        raise UserError(
+            f"unknown format {', '.join(map(repr, unknown))} in formats; "
+            f"choose from {', '.join(FORMATS)}"
+        )
     if cfg.torchscript_method not in torchscript.METHODS:
         raise UserError(
-            f"torchscript_method={cfg.torchscript_method!r} is unknown; choose {' or '.join(torchscript.METHODS)}"
+            f"torchscript_method={cfg.torchscript_method!r} is unknown; "
+            f"choose {' or '.join(torchscript.METHODS)}"
         )
 
 
-def load_net_and_samples(cfg: DictConfig) -> tuple[torch.nn.Module, torch.Tensor, pl.LightningDataModule]:
-    """The checkpoint's network in eval mode, and held-out samples, prepared exactly as in training.
+def load_net_and_samples(
+    cfg: DictConfig,
+) -> tuple[torch.nn.Module, torch.Tensor, pl.LightningDataModule]:
+    """The checkpoint's network in eval mode, and held-out samples prepared exactly as in training.
 
     The plain network is exported rather than the LightningModule: its forward is the same, and
     it carries no trainer, metrics or Lightning hooks into the artifact.
@@ -46,7 +52,7 @@ def load_net_and_samples(cfg: DictConfig) -> tuple[torch.nn.Module, torch.Tensor
             break
     samples = torch.cat(batches)[:needed]
     if len(samples) < needed:
-        raise UserError(f"batch_sizes asks for {needed} samples but the test split holds {len(samples)}")
+        raise UserError(f"batch_sizes needs {needed} samples; the test split holds {len(samples)}")
     return net, samples, datamodule
 
 
@@ -71,7 +77,7 @@ def export(cfg: DictConfig) -> dict:
     print(report.table(results, files))
     if failed:
         raise UserError(
-            f"{failed[0]}; the artifacts stay in {output_dir} for inspection, without manifest.json"
+            f"{failed[0]}; the artifacts stay in {output_dir} to inspect, without manifest.json"
         )
     save_json(output_dir / "manifest.json", report.manifest(files, samples, datamodule, cfg))
     print(f"exported {', '.join(files)} to {output_dir}")

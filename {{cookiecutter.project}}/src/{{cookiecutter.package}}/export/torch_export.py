@@ -1,4 +1,4 @@
-"""torch.export: a whole-graph program in `model.pt2`, for ExecuTorch, AOTInductor and torch.compile."""
+"""torch.export: one whole-graph program, `model.pt2`, for ExecuTorch, AOTInductor and others."""
 
 from pathlib import Path
 

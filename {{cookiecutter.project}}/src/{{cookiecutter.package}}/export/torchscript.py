@@ -1,4 +1,4 @@
-"""TorchScript: `model.ts`, for runtimes that load TorchScript (LibTorch in C++, older serving stacks)."""
+"""TorchScript: `model.ts`, for runtimes that load TorchScript (LibTorch in C++, older servers)."""
 
 import warnings
 from contextlib import contextmanager
@@ -25,12 +25,12 @@ def _deprecation_noted_once():
         warnings.simplefilter("always")
         yield
     for warning in caught:
-        if issubclass(warning.category, DeprecationWarning) and "torch.jit" in str(warning.message):
-            if not _deprecation_noted:
-                print(f"note: {warning.message} model.ts is still written for runtimes that load TorchScript.")
-                _deprecation_noted = True
-        else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+        message = str(warning.message)
+        if not (issubclass(warning.category, DeprecationWarning) and "torch.jit" in message):
+            warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
+        elif not _deprecation_noted:
+            print(f"note: {message} model.ts is still written for runtimes that load TorchScript.")
+            _deprecation_noted = True
 
 
 def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:

@@ -46,5 +46,6 @@ def measure(run: Runner, reference: Runner, samples: np.ndarray, cfg) -> dict:
     for size in cfg.batch_sizes:
         inputs = samples[:size]
         results["parity"][str(size)] = parity(run, reference(inputs), inputs)
-        results["latency_ms"][str(size)] = latency_ms(run, inputs, cfg.latency.warmup, cfg.latency.repeats)
+        timing = latency_ms(run, inputs, cfg.latency.warmup, cfg.latency.repeats)
+        results["latency_ms"][str(size)] = timing
     return results

@@ -13,7 +13,7 @@ from pathlib import Path
 
 @contextmanager
 def staged(path: str | Path) -> Iterator[Path]:
-    """Yields a temporary name next to `path` and moves it into place only if the block succeeds."""
+    """Yields a temporary name next to `path`; moves it into place only if the block succeeds."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # Same folder, so the move is atomic; same suffix, so writers that check it are content.

@@ -6,8 +6,8 @@ def format_table(headers: list[str], rows: list[list]) -> str:
     cells = [[str(cell) for cell in row] for row in [headers, *rows]]
     widths = [max(len(row[column]) for row in cells) for column in range(len(headers))]
     cells.insert(1, ["-" * width for width in widths])
-    lines = [
-        "  ".join([row[0].ljust(widths[0])] + [cell.rjust(width) for cell, width in zip(row[1:], widths[1:])])
-        for row in cells
-    ]
-    return "\n".join(line.rstrip() for line in lines)
+    lines = []
+    for label, *values in cells:
+        aligned = [value.rjust(width) for value, width in zip(values, widths[1:], strict=True)]
+        lines.append("  ".join([label.ljust(widths[0]), *aligned]).rstrip())
+    return "\n".join(lines)

@@ -1,0 +1,123 @@
+"""export.py: each format, reloaded by its own runtime, computes what the trained model does."""
+
+import hashlib
+import json
+import re
+
+import numpy as np
+import onnx
+import onnxruntime
+import pytest
+import torch
+from conftest import FAST_LATENCY, compose_config
+
+from {{ cookiecutter.package }}.data import DigitsDataModule
+from {{ cookiecutter.package }}.export.task import export, load_net_and_samples
+from {{ cookiecutter.package }}.utils.errors import UserError
+
+FILES = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
+
+
+def read(path):
+    return json.loads(path.read_text())
+
+
+def test_manifest_describes_the_input_and_checksums_every_file(exported_run):
+    manifest = read(exported_run / "manifest.json")
+    assert {name: entry["file"] for name, entry in manifest["formats"].items()} == FILES
+    for entry in manifest["formats"].values():
+        digest = hashlib.sha256((exported_run / entry["file"]).read_bytes()).hexdigest()
+        assert entry["sha256"] == digest
+    assert manifest["input"] == {
+        "name": "input",
+        "shape": ["batch", 1, 8, 8],
+        "dtype": "float32",
+        "value_range": [0.0, 16.0],
+    }
+    datamodule = DigitsDataModule()
+    datamodule.setup()
+    assert manifest["normalization"]["mean"] == datamodule.mean
+    assert manifest["normalization"]["std"] == datamodule.std
+    assert manifest["class_names"] == [str(digit) for digit in range(10)]
+    assert manifest["opset"] == 18
+    assert manifest["versions"]["torch"] == torch.__version__
+    assert not list(exported_run.glob(".*partial*"))  # nothing half-written left behind
+
+
+def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run):
+    report = read(exported_run / "report.json")
+    assert report["passed"] and not report["failures"]
+    assert set(report["results"]) == {"eager", *FILES}
+    for result in report["results"].values():
+        assert set(result["parity"]) == set(result["latency_ms"]) == {"1", "37", "64"}
+        assert all(check["max_abs_diff"] <= report["atol"] for check in result["parity"].values())
+        assert all(check["argmax_agreement"] == 1.0 for check in result["parity"].values())
+        assert all(ms > 0 for ms in result["latency_ms"].values())
+
+
+# export.py acknowledges this once; here torch.jit is called directly, on purpose.
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_artifacts_reloaded_by_their_runtimes_match_the_eager_model(
+    exported_run, trained_run, tmp_path
+):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    net, samples, _ = load_net_and_samples(
+        compose_config("export", tmp_path, [f"ckpt_path={best}"], quiet=False)
+    )
+    assert not net.training  # Dropout off and BatchNorm on running statistics, as deployed
+
+    model = exported_run / "model.onnx"
+    assert onnx.load(model).graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    scripted = torch.jit.load(exported_run / "model.ts")
+    program = torch.export.load(exported_run / "model.pt2").module()
+    for size in (1, 5, 37):  # 5: a batch size none of them saw while exporting
+        inputs = samples[:size]
+        with torch.inference_mode():
+            expected = net(inputs).numpy()
+            outputs = [scripted(inputs).numpy(), program(inputs).numpy()]
+        outputs.append(session.run(None, {"input": inputs.numpy()})[0])
+        for output in outputs:
+            assert output.shape == expected.shape
+            np.testing.assert_allclose(output, expected, atol=1e-4, rtol=0)
+
+
+def test_scripting_instead_of_tracing(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[torchscript]", "torchscript_method=script"]
+    report = export(compose_config("export", tmp_path, [*overrides, *FAST_LATENCY], quiet=False))
+    assert report["passed"]
+    assert sorted(path.name for path in tmp_path.glob("model.*")) == ["model.ts"]
+    assert read(tmp_path / "manifest.json")["opset"] is None  # no ONNX file, so no opset
+
+
+def test_parity_beyond_tolerance_fails_with_a_clear_line_and_no_manifest(trained_run, tmp_path):
+    # onnxruntime fuses BatchNorm into the convolutions, so its logits differ in the last bits.
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", "atol=0", *FAST_LATENCY]
+    with pytest.raises(UserError, match="^onnx differs from the eager model by .*manifest"):
+        export(compose_config("export", tmp_path, overrides, quiet=False))
+    assert read(tmp_path / "report.json")["passed"] is False
+    assert (tmp_path / "model.onnx").is_file()  # kept for inspection
+    assert not (tmp_path / "manifest.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (
+            "formats=[onnx,tflite]",
+            "unknown format 'tflite' in formats; choose from onnx, torchscript, torch_export",
+        ),
+        (
+            "torchscript_method=compile",
+            "torchscript_method='compile' is unknown; choose trace or script",
+        ),
+        ("ckpt_path=null", "export needs a checkpoint: pass ckpt_path="),
+    ],
+)
+def test_bad_options_fail_before_any_work(override, message, tmp_path):
+    cfg = compose_config("export", tmp_path, ["ckpt_path=unused.ckpt", override], quiet=False)
+    with pytest.raises(UserError, match="^" + re.escape(message)):
+        export(cfg)
+    assert not list(tmp_path.iterdir())

@@ -1,0 +1,127 @@
+"""predict.py: onnxruntime and numpy only, on arrays, image files and folders; clear errors."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+from conftest import ROOT, compose_config, run_cli
+from PIL import Image
+from sklearn.datasets import load_digits
+
+from {{ cookiecutter.package }}.predict import predict
+from {{ cookiecutter.package }}.utils.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """Raw 8x8 digits as the dataset stores them (0..16, not normalized), with their labels."""
+    data = load_digits()
+    return data.images[:40].astype(np.float32), data.target[:40]
+
+
+def run_predict(model, input, output_dir) -> list[dict]:
+    overrides = [f"model_path={model}", f"input={input}"]
+    predict(compose_config("predict", output_dir, overrides, quiet=False))
+    return json.loads((output_dir / "predictions.json").read_text())["predictions"]
+
+
+def accuracy(predictions, labels) -> float:
+    hits = [int(p["class"]) == label for p, label in zip(predictions, labels, strict=True)]
+    return float(np.mean(hits))
+
+
+def test_predict_runs_where_torch_cannot_be_imported(exported_run, digits, tmp_path):
+    blocker = tmp_path / "blocker"  # shadows torch and Lightning with packages that fail to import
+    for name in ("torch", "pytorch_lightning", "lightning"):
+        (blocker / name).mkdir(parents=True)
+        (blocker / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is blocked in this test')\n"
+        )
+    images, labels = digits
+    np.save(tmp_path / "digits.npy", images)
+    result = run_cli(
+        "predict.py",
+        f"model={exported_run}",
+        f"input={tmp_path / 'digits.npy'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT / "src")])},
+    )
+    assert result.returncode == 0, result.stderr
+    predictions = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]
+    assert [p["index"] for p in predictions] == list(range(len(labels)))
+    assert accuracy(predictions, labels) >= 0.9
+    assert f"digits.npy[{len(labels) - 1}]" in result.stdout  # the printed table
+
+
+def test_image_files_and_folders_give_the_predictions_of_the_same_array(
+    exported_run, digits, tmp_path
+):
+    images, labels = digits
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for index, image in enumerate(images[:12]):
+        # Greyscale PNGs as a user would save them: 0..255, and larger than the model's 8x8.
+        pixels = np.round(image * 255 / 16).astype(np.uint8)
+        Image.fromarray(pixels).resize((32, 32), Image.Resampling.NEAREST).save(
+            folder / f"{index:02}.png"
+        )
+    np.save(tmp_path / "digits.npy", images[:12])
+
+    from_array = run_predict(
+        exported_run / "model.onnx", tmp_path / "digits.npy", tmp_path / "array"
+    )
+    from_folder = run_predict(exported_run, folder, tmp_path / "folder")
+    from_file = run_predict(exported_run, folder / "03.png", tmp_path / "file")
+    assert [p["class"] for p in from_folder] == [p["class"] for p in from_array]
+    assert [p["file"] for p in from_folder] == [
+        str(folder / f"{index:02}.png") for index in range(12)
+    ]
+    assert from_file == [from_folder[3]]
+    assert accuracy(from_folder, labels[:12]) >= 0.9
+
+
+def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
+    np.save(tmp_path / "flat.npy", np.zeros((3, 64), dtype=np.float32))
+    result = run_cli(
+        "predict.py",
+        f"model={exported_run}",
+        f"input={tmp_path / 'flat.npy'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert result.returncode == 1
+    expected = "has shape (3, 64); expected (N, 1, 8, 8) or (1, 8, 8)"
+    assert result.stderr.strip() == f"error: {tmp_path / 'flat.npy'} {expected}"
+    assert not (tmp_path / "run" / "predictions.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("model", "input", "message"),
+    [
+        ("{export}", "{tmp}/words.npy", "holds <U5 values; expected raw values as numbers"),
+        ("{export}", "{tmp}/missing.npy", "does not exist; pass input=<.npy, image or folder>"),
+        (
+            "{export}",
+            "{export}/manifest.json",
+            "is not a .npy file, an image or a folder of images",
+        ),
+        (
+            "{export}/model.ts",
+            "{tmp}/words.npy",
+            "model.ts is not an ONNX model; expected the model.onnx that export.py writes",
+        ),
+        (
+            "{tmp}",
+            "{tmp}/words.npy",
+            "is neither an .onnx file nor a folder with model.onnx; pass model=<export dir>",
+        ),
+    ],
+    ids=["dtype", "missing-input", "not-an-input", "not-onnx", "no-model"],
+)
+def test_bad_inputs_name_what_was_expected(exported_run, tmp_path, model, input, message):
+    np.save(tmp_path / "words.npy", np.array(["three", "seven"]))
+    paths = {"export": exported_run, "tmp": tmp_path}
+    with pytest.raises(UserError, match=re.escape(message)):
+        run_predict(model.format(**paths), input.format(**paths), tmp_path / "run")
+    assert not (tmp_path / "run" / "predictions.json").exists()
