@@ -1,0 +1,127 @@
+"""Shared by every benchmark: render the default project, run commands in it, time, summarize,
+print a table and write the results as JSON to benchmarks/results/<name>.json."""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+PACKAGE = "digit_classifier"  # the default render's import name
+
+
+def add_arguments(parser) -> None:
+    """Options every benchmark takes."""
+    parser.add_argument("--project", help="an existing default render to use instead of a new one")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads in every measured process (OMP_NUM_THREADS); default: torch's own. "
+        "On a machine that other jobs keep busy, 1 avoids threads spinning against each other.",
+    )
+
+
+def setup(args) -> Path:
+    """Applies the common options; returns the project to measure."""
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
+    return render_default(args.project)
+
+
+def render_default(project: str | None = None) -> Path:
+    """The default render of the working tree, or an existing render passed as `project`."""
+    if project:
+        return Path(project).resolve()
+    from cookiecutter.main import cookiecutter
+
+    output = tempfile.mkdtemp(prefix="bench-")
+    return Path(cookiecutter(str(REPO), no_input=True, output_dir=output))
+
+
+def project_env(project: Path, **extra: str) -> dict:
+    """The environment of `python train.py` in a render used without installing it; the probes
+    module (benchmarks/probe.py) is importable too, for the timing callbacks."""
+    path = os.pathsep.join([str(project / "src"), str(HERE)])
+    return {**os.environ, "PYTHONPATH": path, "PYTHONWARNINGS": "ignore", **extra}
+
+
+def run(command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1800) -> float:
+    """Runs `command`, returns its wall time in seconds; raises with its output's tail on failure."""
+    start = time.perf_counter()
+    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    elapsed = time.perf_counter() - start
+    if result.returncode:
+        tail = (result.stdout + result.stderr)[-3000:]
+        raise RuntimeError(f"{' '.join(map(str, command))} failed ({result.returncode}):\n{tail}")
+    return elapsed
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def machine() -> dict:
+    """What the numbers were measured on, and how busy it was when the benchmark started."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import torch
+
+    return {
+        "cpu": cpu,
+        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average": [round(load, 2) for load in os.getloadavg()],
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A plain text table; floats get 3 significant decimals."""
+
+    def cell(value) -> str:
+        return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+    cells = [headers, *[[cell(value) for value in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)) for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+def report(name: str, title: str, headers: list[str], rows: list[list], data: dict) -> Path:
+    """Prints the table and writes everything, with the machine, to results/<name>.json."""
+    info = machine()
+    print(f"\n{title}")
+    print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']}, load {info['load_average']}")
+    print(table(headers, rows))
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    payload = {
+        "benchmark": name,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "machine": info,
+        "table": {"headers": headers, "rows": rows},
+        **data,
+    }
+    path.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"-> {path.relative_to(REPO)}")
+    return path

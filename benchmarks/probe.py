@@ -1,0 +1,220 @@
+"""Runs inside a rendered project (its `src` on PYTHONPATH), in a process of its own.
+
+- `EpochTimer`: a callback that the benchmarks add to `python train.py` with
+  `+callbacks.zz_probe._target_=probe.EpochTimer +callbacks.zz_probe.path=<file>`; it writes
+  wall-clock timestamps of the run (epoch starts, first step, time spent between batches).
+- `python probe.py handwritten|plain_lightning <epochs> <file>`: the same training done by a
+  hand-written PyTorch loop, or by a plain Lightning setup, with the same timestamps.
+- `python probe.py loaders <file>`: batches per second of several ways to load the same tensors.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Clock:
+    """Timestamps of a training run; epoch `i` lasts from `epoch_starts[i]` to the next start
+    (or `end`), validation and every epoch-end hook included."""
+
+    def __init__(self):
+        self.times = {"epoch_starts": [], "train": [], "wait": [], "first_step": None, "end": None}
+        self._wait = 0.0
+        self._last = None
+
+    def epoch_start(self):
+        self.times["epoch_starts"].append(time.time())
+        self._wait, self._start = 0.0, time.perf_counter()
+        self._last = self._start
+
+    def batch_start(self):
+        now = time.perf_counter()
+        if self.times["first_step"] is None:
+            self.times["first_step"] = time.time()
+        if self._last is not None:
+            self._wait += now - self._last
+
+    def batch_end(self):
+        self._last = time.perf_counter()
+
+    def epoch_end(self):
+        """The training batches are done: record how long they took and how much of it was
+        spent between batches (fetching the next one, plus the loop's own bookkeeping)."""
+        if self._last is not None:
+            self.times["train"].append(time.perf_counter() - self._start)
+            self.times["wait"].append(self._wait)
+        self._last = None  # validation and epoch-end hooks are not waiting for data
+
+    def finish(self, path: str):
+        self.times["end"] = time.time()
+        Path(path).write_text(json.dumps(self.times))
+
+
+class EpochTimer(pl.Callback):
+    def __init__(self, path: str):
+        self.path, self.clock = path, Clock()
+
+    def on_fit_start(self, trainer, pl_module):
+        self.clock.times["fit_start"] = time.time()
+
+    def on_train_start(self, trainer, pl_module):
+        self.clock.times["train_start"] = time.time()  # after the sanity-check validation
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        self.clock.epoch_start()
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.clock.batch_start()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.clock.batch_end()
+
+    def on_validation_start(self, trainer, pl_module):
+        self.clock.epoch_end()
+
+    def on_train_end(self, trainer, pl_module):
+        self.clock.finish(self.path)
+
+
+def project_config(epochs: int):
+    """The project's own default config: the same network, optimizer, scheduler and batch size."""
+    with initialize_config_dir(str(Path.cwd() / "configs"), version_base="1.3"):
+        return compose("train", overrides=[f"trainer.max_epochs={epochs}"])
+
+
+def digits(cfg):
+    datamodule = instantiate(cfg.data)
+    datamodule.setup("fit")
+    return datamodule
+
+
+def handwritten(epochs: int, path: str):
+    """The fastest plain loop: tensors sliced by a shuffled index, one validation pass per epoch,
+    metrics accumulated on the device and read once per epoch."""
+    cfg = project_config(epochs)
+    pl.seed_everything(cfg.seed)
+    datamodule = digits(cfg)
+    train, val = datamodule.splits["train"], datamodule.splits["val"]
+    net = instantiate(cfg.model.net)
+    optimizer = instantiate(cfg.model.optimizer)(params=net.parameters())
+    scheduler = instantiate(cfg.model.scheduler)(optimizer=optimizer)
+    batch_size, clock = cfg.data.batch_size, Clock()
+    for _ in range(epochs):
+        clock.epoch_start()
+        net.train()
+        loss_sum, correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
+        for index in torch.randperm(len(train)).split(batch_size):
+            clock.batch_start()
+            x, y = train.inputs[index], train.targets[index]
+            logits = net(x)
+            loss = F.cross_entropy(logits, y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            loss_sum += loss.detach()
+            correct += (logits.detach().argmax(-1) == y).sum()
+            clock.batch_end()
+        scheduler.step()
+        clock.epoch_end()
+        net.eval()
+        with torch.inference_mode():
+            val_loss, val_correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
+            for x, y in zip(val.inputs.split(batch_size), val.targets.split(batch_size), strict=True):
+                logits = net(x)
+                val_loss += F.cross_entropy(logits, y, reduction="sum")
+                val_correct += (logits.argmax(-1) == y).sum()
+        # One read per epoch, as a loop that prints its progress would do.
+        _ = (val_correct / len(val)).item(), (val_loss / len(val)).item(), correct.item()
+    clock.finish(path)
+
+
+class PlainModule(pl.LightningModule):
+    """What a first Lightning version of this project looks like: log everything, every step."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.net = instantiate(cfg.model.net)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.net(x)
+        loss = F.cross_entropy(logits, y)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self.net(x)
+        self.log("val/loss", F.cross_entropy(logits, y), prog_bar=True)
+        self.log("val/acc", (logits.argmax(-1) == y).float().mean(), prog_bar=True)
+
+    def configure_optimizers(self):
+        optimizer = instantiate(self.cfg.model.optimizer)(params=self.parameters())
+        return [optimizer], [instantiate(self.cfg.model.scheduler)(optimizer=optimizer)]
+
+
+def plain_lightning(epochs: int, path: str, output_dir: str):
+    """Lightning's defaults (TensorBoard logger, TQDM progress bar, a checkpoint per epoch) with a
+    per-sample TensorDataset: every sample is a Python call, every batch a collate."""
+    cfg = project_config(epochs)
+    pl.seed_everything(cfg.seed)
+    datamodule = digits(cfg)
+    loaders = [
+        DataLoader(TensorDataset(split.inputs, split.targets), batch_size=cfg.data.batch_size, shuffle=shuffle)
+        for split, shuffle in ((datamodule.splits["train"], True), (datamodule.splits["val"], False))
+    ]
+    trainer = pl.Trainer(max_epochs=epochs, default_root_dir=output_dir, callbacks=[EpochTimer(path)])
+    trainer.fit(PlainModule(cfg), *loaders)
+
+
+def loaders(path: str, seconds: float = 3.0):
+    """Batches per second over whole epochs of the training split, each way of loading it."""
+    cfg = project_config(1)
+    datamodule = digits(cfg)
+    train, batch_size = datamodule.splits["train"], cfg.data.batch_size
+
+    def sliced():
+        return (
+            (train.inputs[index], train.targets[index])
+            for index in torch.randperm(len(train)).split(batch_size)
+        )
+
+    ways = {
+        "datamodule": datamodule.train_dataloader,
+        "TensorDataset": lambda: DataLoader(
+            TensorDataset(train.inputs, train.targets), batch_size=batch_size, shuffle=True
+        ),
+        "index slicing (no DataLoader)": sliced,
+    }
+    rates = {name: [] for name in ways}
+    for _ in range(3):  # interleaved windows, so a busy moment slows every way alike
+        for name, make in ways.items():
+            batches, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds / 3:
+                for x, _ in make():
+                    batches += 1
+                    assert x.shape[1:] == (1, 8, 8)
+            rates[name].append(batches / (time.perf_counter() - start))
+    Path(path).write_text(json.dumps({name: max(values) for name, values in rates.items()}))
+
+
+if __name__ == "__main__":
+    kind, *args = sys.argv[1:]
+    if kind == "handwritten":
+        handwritten(int(args[0]), args[1])
+    elif kind == "plain_lightning":
+        plain_lightning(int(args[0]), args[1], args[2])
+    elif kind == "loaders":
+        loaders(args[0])
+    else:
+        sys.exit(f"unknown probe {kind}")

@@ -1,0 +1,126 @@
+"""Seconds per training epoch: the generated project against a hand-written PyTorch loop.
+
+    python benchmarks/train_overhead.py [--pairs 5] [--epochs 8] [--breakdown] [--project DIR]
+
+Each round runs every variant once, in a fresh process, in rotating order, so that a busy
+machine slows all of them alike. An epoch is one pass over the training split plus one
+validation pass and every epoch-end hook; the first epoch (warm-up, compilation) is dropped and
+the median of the rest is the run's steady-state time. Ratios are taken within each round, then
+the median over rounds is reported.
+
+--breakdown adds the project with each default callback (and the logger) removed in turn: the
+difference to the full project is what that piece costs per epoch.
+"""
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+from common import HERE, add_arguments, median, project_env, python, report, run, setup
+
+# The project as users run it, minus the progress bar (it only draws; the logger still logs).
+PROJECT = ["trainer.enable_progress_bar=false", "~callbacks.rich_progress_bar"]
+CALLBACKS = [
+    "model_checkpoint",
+    "last_checkpoint",
+    "early_stopping",
+    "lr_monitor",
+    "rich_model_summary",
+    "diagnostics",
+    "confusion_matrix",
+    "plots",
+]
+
+
+def variants(breakdown: bool) -> dict[str, list[str] | str]:
+    """Name -> overrides of `python train.py`, or the name of a probe in probe.py."""
+    runs: dict[str, list[str] | str] = {
+        "project": PROJECT,
+        "hand-written loop": "handwritten",
+        "plain Lightning": "plain_lightning",
+        "project, model.compile=true": [*PROJECT, "model.compile=true"],
+    }
+    if breakdown:
+        runs |= {f"project without {name}": [*PROJECT, f"~callbacks.{name}"] for name in CALLBACKS}
+        runs["project without logger"] = [*PROJECT, "logger=null"]
+        runs["project, no callbacks or logger"] = [
+            *PROJECT, "callbacks=none", "logger=null", "+trainer.enable_checkpointing=false"
+        ]
+    return runs
+
+
+def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
+    """One training run in its own process; returns the probe's timestamps."""
+    times = scratch / "times.json"
+    times.unlink(missing_ok=True)
+    if isinstance(how, str):
+        run(python(str(HERE / "probe.py"), how, str(epochs), str(times), str(scratch / "run")),
+            project, project_env(project))
+    else:
+        overrides = [
+            *how,
+            f"trainer.max_epochs={epochs}",
+            f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
+            "test=false",
+            f"hydra.run.dir={scratch / 'run'}",
+            "+callbacks.zz_probe._target_=probe.EpochTimer",
+            f"+callbacks.zz_probe.path={times}",
+        ]
+        run(python("train.py", *overrides), project, project_env(project))
+    return json.loads(times.read_text())
+
+
+def steady_epoch(times: dict) -> float:
+    bounds = [*times["epoch_starts"], times["end"]]
+    epochs = [end - start for start, end in zip(bounds, bounds[1:], strict=False)]
+    return median(epochs[1:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5, help="rounds of interleaved runs")
+    parser.add_argument("--epochs", type=int, default=8, help="epochs per run (the first is dropped)")
+    parser.add_argument("--breakdown", action="store_true", help="also remove each callback in turn")
+    add_arguments(parser)
+    args = parser.parse_args()
+
+    project = setup(args)
+    runs = variants(args.breakdown)
+    names = list(runs)
+    epoch_s = {name: [] for name in names}
+    ratios = {name: [] for name in names}
+    with tempfile.TemporaryDirectory(prefix="bench-train-") as scratch:
+        for round_ in range(args.pairs):
+            order = names[round_ % len(names):] + names[: round_ % len(names)]
+            seconds = {}
+            for name in order:
+                seconds[name] = steady_epoch(train_once(project, runs[name], args.epochs, Path(scratch)))
+                epoch_s[name].append(seconds[name])
+            for name in names:
+                ratios[name].append(seconds[name] / seconds["hand-written loop"])
+            print(f"round {round_ + 1}/{args.pairs}: "
+                  + ", ".join(f"{name} {seconds[name]:.3f}s" for name in names), flush=True)
+
+    base = median(epoch_s["project"])
+    rows = []
+    for name in names:
+        row = [name, median(epoch_s[name]), median(ratios[name])]
+        if args.breakdown:
+            row.append((base - median(epoch_s[name])) * 1000)
+        rows.append(row)
+    headers = ["variant", "s/epoch (median)", "x hand-written (median of rounds)"]
+    if args.breakdown:
+        headers.append("ms/epoch saved vs project")
+    report(
+        "train_overhead",
+        f"Training: steady-state seconds per epoch, {args.pairs} interleaved rounds of {args.epochs} epochs",
+        headers,
+        rows,
+        {"project": str(project), "pairs": args.pairs, "epochs": args.epochs,
+         "seconds_per_epoch": epoch_s, "ratio_to_handwritten": ratios},
+    )
+
+
+if __name__ == "__main__":
+    main()
