@@ -71,15 +71,21 @@ def test_csv_has_diagnostics_at_the_logging_steps_of_train_loss(logged_run):
 
 def test_tensorboard_event_files_hold_scalars_and_the_confusion_matrix(logged_run):
     output_dir, _ = logged_run
-    events = EventAccumulator(str(output_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0})
+    events = EventAccumulator(
+        str(output_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}
+    )
     events.Reload()
     scalars = events.Tags()["scalars"]
-    assert {"train/loss", "val/acc", "val/acc_best", "test/acc", "lr-AdamW", *DIAGNOSTICS} <= set(scalars)
+    assert {"train/loss", "val/acc", "val/acc_best", "test/acc", "lr-AdamW", *DIAGNOSTICS} <= set(
+        scalars
+    )
     assert [event.step for event in events.Scalars("train/grad_norm")] == LOGGED_STEPS
     images = events.Images("val/confusion_matrix")
     assert len(images) == 2  # one per validation epoch, sanity check excluded
     assert images[0].encoded_image_string.startswith(b"\x89PNG")
-    assert yaml.safe_load((output_dir / "tensorboard" / "hparams.yaml").read_text())["tags"] == TAGS
+    assert (
+        yaml.safe_load((output_dir / "tensorboard" / "hparams.yaml").read_text())["tags"] == TAGS
+    )
 
 
 def test_wandb_offline_run_file_read_back_with_wandb(logged_run):
@@ -123,7 +129,9 @@ def test_mlflow_run_read_back_with_the_mlflow_client(logged_run):
     assert sorted(metric.step for metric in history) == LOGGED_STEPS
     images = [artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")]
     assert sum(path.endswith(".png") for path in images) == 2
-    assert Path(experiment.artifact_location.removeprefix("file://")).is_relative_to(output_dir / "logs")
+    assert Path(experiment.artifact_location.removeprefix("file://")).is_relative_to(
+        output_dir / "logs"
+    )
 
 
 def test_plots_are_pngs_in_the_run_dir(logged_run):
@@ -138,7 +146,9 @@ def test_run_metadata_and_resolved_config_are_saved(logged_run):
     output_dir, cfg = logged_run
     metadata = json.loads((output_dir / "run.json").read_text())
     model = build_model(cfg)
-    assert metadata["parameters"]["total"] == sum(parameter.numel() for parameter in model.parameters())
+    assert metadata["parameters"]["total"] == sum(
+        parameter.numel() for parameter in model.parameters()
+    )
     assert metadata["parameters"]["trainable"] == metadata["parameters"]["total"]
     versions = metadata["versions"]
     assert versions["torch"] == torch.__version__
@@ -154,7 +164,9 @@ def test_run_metadata_and_resolved_config_are_saved(logged_run):
 def test_git_state_names_the_commit_and_whether_the_tree_is_dirty(tmp_path):
     def git(*args):
         command = ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args]
-        return subprocess.run(command, cwd=tmp_path, check=True, capture_output=True, text=True).stdout
+        return subprocess.run(
+            command, cwd=tmp_path, check=True, capture_output=True, text=True
+        ).stdout
 
     assert git_state(tmp_path) == {"commit": None, "dirty": None}
     git("init", "-q")

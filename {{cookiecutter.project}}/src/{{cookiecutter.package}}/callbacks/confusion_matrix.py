@@ -27,7 +27,9 @@ class ConfusionMatrixImage(pl.Callback):
         self.matrix = self.matrix.to(pl_module.device)
         self.matrix.reset()
 
-    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0):
+    def on_validation_batch_end(
+        self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
+    ):
         x, y = batch
         with torch.no_grad():
             self.matrix.update(pl_module(x).argmax(dim=-1), y)
@@ -47,7 +49,7 @@ class ConfusionMatrixImage(pl.Callback):
 
 
 def draw(matrix: np.ndarray, class_names: list) -> Figure:
-    """Rows are true classes, columns predictions; counts are written in when they fit."""
+    """Rows are true classes, columns predictions; non-zero counts are written in when they fit."""
     figure = Figure(figsize=(5, 5), dpi=100, layout="tight")
     axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
@@ -56,7 +58,8 @@ def draw(matrix: np.ndarray, class_names: list) -> Figure:
     axes.set(xlabel="predicted", ylabel="true", title="validation confusion matrix")
     if len(class_names) <= 20:
         dark = matrix.max() / 2
-        for (row, col), count in np.ndenumerate(matrix):
+        for row, col in np.argwhere(matrix):
+            count = matrix[row, col]
             color = "white" if count > dark else "black"
             axes.text(col, row, count, ha="center", va="center", color=color, fontsize=8)
     return figure

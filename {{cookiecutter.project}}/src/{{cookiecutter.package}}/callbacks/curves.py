@@ -10,7 +10,6 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from ..utils.images import save_png, to_rgb
 
-
 # Recorded at each logging step; every other metric once per epoch.
 PER_STEP = ("train/loss", "lr")
 
@@ -38,7 +37,9 @@ class PlotCurves(pl.Callback):
         for name, value in trainer.callback_metrics.items():
             per_epoch = not name.endswith("_step") and name not in PER_STEP
             if per_epoch and ("loss" in name or "acc" in name):
-                self.history[name.removesuffix("_epoch")].append((trainer.global_step, float(value)))
+                self.history[name.removesuffix("_epoch")].append(
+                    (trainer.global_step, float(value))
+                )
 
     @rank_zero_only
     def on_train_end(self, trainer, pl_module):
@@ -54,7 +55,12 @@ def draw(curves: dict[str, list], title: str) -> Figure:
     axes = figure.subplots()
     for name, points in curves.items():
         steps, values = zip(*points, strict=True)
-        axes.plot(steps, [float(value) for value in values], marker="." if len(steps) < 50 else None, label=name)
+        axes.plot(
+            steps,
+            [float(value) for value in values],
+            marker="." if len(steps) < 50 else None,
+            label=name,
+        )
     axes.set(xlabel="step", title=title)
     axes.grid(alpha=0.3)
     axes.legend()

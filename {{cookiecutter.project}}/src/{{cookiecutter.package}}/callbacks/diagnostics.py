@@ -67,7 +67,9 @@ class TrainingDiagnostics(pl.Callback):
         }
         if cuda:
             metrics["perf/gpu_mem_gb"] = torch.cuda.memory_allocated(pl_module.device) / 2**30
-            metrics["perf/gpu_mem_peak_gb"] = torch.cuda.max_memory_allocated(pl_module.device) / 2**30
+            metrics["perf/gpu_mem_peak_gb"] = (
+                torch.cuda.max_memory_allocated(pl_module.device) / 2**30
+            )
             torch.cuda.reset_peak_memory_stats(pl_module.device)
         # The step Lightning logs `train/loss` of this batch at, so the curves line up.
         for logger in trainer.loggers:

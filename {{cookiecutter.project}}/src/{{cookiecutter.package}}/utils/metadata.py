@@ -1,4 +1,4 @@
-"""What a run was: its resolved config, the model's size, the code's commit and the versions used."""
+"""What a run was: its resolved config, the model's size, the commit and the versions used."""
 
 import io
 import platform
@@ -61,7 +61,9 @@ def config_tree(cfg: DictConfig) -> Tree:
 
 def count_parameters(model: torch.nn.Module) -> dict:
     total = sum(parameter.numel() for parameter in model.parameters())
-    trainable = sum(parameter.numel() for parameter in model.parameters() if parameter.requires_grad)
+    trainable = sum(
+        parameter.numel() for parameter in model.parameters() if parameter.requires_grad
+    )
     return {"total": total, "trainable": trainable, "frozen": total - trainable}
 
 
@@ -70,7 +72,9 @@ def git_state(directory: Path) -> dict:
     files included); None for both outside a git work tree or without git."""
 
     def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=directory, capture_output=True, text=True, timeout=30)
+        return subprocess.run(
+            ["git", *args], cwd=directory, capture_output=True, text=True, timeout=30
+        )
 
     try:
         head, status = git("rev-parse", "HEAD"), git("status", "--porcelain")

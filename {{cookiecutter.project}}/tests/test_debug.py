@@ -1,0 +1,26 @@
+"""The debug configs do what their names promise."""
+
+import json
+
+from conftest import compose_config
+
+from {{ cookiecutter.package }}.train import train
+
+FEW_BATCHES = ["+trainer.limit_train_batches=6", "+trainer.limit_val_batches=1", "test=false"]
+
+
+def test_overfit_drives_the_training_loss_near_zero(tmp_path):
+    train(compose_config("train", tmp_path, ["debug=overfit", "test=false"]))
+    assert json.loads((tmp_path / "metrics.json").read_text())["train/loss"] < 0.05
+
+
+def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
+    train(compose_config("train", tmp_path, ["debug=profiler", *FEW_BATCHES]))
+    assert "run_training_batch" in (tmp_path / "fit-profile.txt").read_text()
+
+
+def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
+    train(compose_config("train", tmp_path, ["debug=profiler_torch", *FEW_BATCHES]))
+    (trace,) = (tmp_path / "profiler").glob("*training_step*.pt.trace.json")
+    assert json.loads(trace.read_text())["traceEvents"]
+    assert (tmp_path / "profiler" / "fit-profile.txt").is_file()

@@ -1,0 +1,76 @@
+"""Multiruns through the CLI, as users start them: an Optuna search and a plain grid."""
+
+import json
+
+import pytest
+import yaml
+from conftest import QUIET, run_cli
+
+# One tiny epoch per job: these tests are about the sweep machinery, not about learning.
+TINY = [
+    *QUIET[1:],
+    "trainer.max_epochs=1",
+    "+trainer.limit_train_batches=3",
+    "+trainer.limit_val_batches=2",
+    "test=false",
+]
+SECRET = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.mark.slow
+def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
+    result = run_cli(
+        "train.py",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=3",
+        "logger=csv",
+        *TINY,
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    trials = sorted(path for path in tmp_path.iterdir() if path.is_dir())
+    assert [trial.name for trial in trials] == ["0", "1", "2"]
+    scores = {
+        trial.name: json.loads((trial / "metrics.json").read_text())["val/acc_best"]
+        for trial in trials
+    }
+    best = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
+    assert best["best_value"] == max(scores.values())
+    # The reported parameters are those the best trial ran with.
+    best_trial = tmp_path / max(scores, key=scores.get)
+    overrides = yaml.safe_load((best_trial / ".hydra" / "overrides.yaml").read_text())
+    searched = dict(override.split("=", 1) for override in overrides if "=" in override)
+    assert set(best["best_params"]) == {"model.optimizer.lr", "data.batch_size", "model.net.width"}
+    for name, value in best["best_params"].items():
+        assert float(searched[name]) == pytest.approx(value)
+
+
+@pytest.mark.slow
+def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_path):
+    # .env puts W&B offline: that the runs come out offline shows the file was read.
+    (tmp_path / ".env").write_text(f"WANDB_MODE=offline\nWANDB_API_KEY={SECRET}\n")
+    result = run_cli(
+        "train.py",
+        "-m",
+        "model.optimizer.lr=0.001,0.01",
+        "logger=[csv,wandb]",
+        *TINY,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    (sweep,) = (tmp_path / "logs" / "train" / "multiruns").iterdir()
+    jobs = sorted(path for path in sweep.iterdir() if path.is_dir())
+    assert [job.name for job in jobs] == ["0", "1"]
+    learning_rates = [
+        yaml.safe_load((job / "config.yaml").read_text())["model"]["optimizer"]["lr"]
+        for job in jobs
+    ]
+    assert learning_rates == [0.001, 0.01]
+    wandb_runs = [list(job.glob("wandb/offline-run-*")) for job in jobs]
+    assert all(len(runs) == 1 for runs in wandb_runs)  # each job its own run, in its own dir
+    assert wandb_runs[0][0].name != wandb_runs[1][0].name
+    assert all((job / "metrics.json").is_file() for job in jobs)
+
+    written = [path for path in tmp_path.rglob("*") if path.is_file() and path.name != ".env"]
+    assert not [path for path in written if SECRET.encode() in path.read_bytes()]
+    assert SECRET not in result.stdout + result.stderr
