@@ -55,7 +55,9 @@ def project_env(project: Path, **extra: str) -> dict:
 def run(command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1800) -> float:
     """Runs `command`, returns its wall time in seconds; raises with its output's tail on failure."""
     start = time.perf_counter()
-    result = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    result = subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
     elapsed = time.perf_counter() - start
     if result.returncode:
         tail = (result.stdout + result.stderr)[-3000:]
@@ -85,7 +87,9 @@ def machine() -> dict:
 
     return {
         "cpu": cpu,
-        "cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "cores": len(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "load_average": [round(load, 2) for load in os.getloadavg()],
         "python": platform.python_version(),
@@ -102,7 +106,10 @@ def table(headers: list[str], rows: list[list]) -> str:
 
     cells = [headers, *[[cell(value) for value in row] for row in rows]]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    lines = ["  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)) for row in cells]
+    lines = [
+        "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True))
+        for row in cells
+    ]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
 
@@ -111,7 +118,9 @@ def report(name: str, title: str, headers: list[str], rows: list[list], data: di
     """Prints the table and writes everything, with the machine, to results/<name>.json."""
     info = machine()
     print(f"\n{title}")
-    print(f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']}, load {info['load_average']}")
+    print(
+        f"machine: {info['cpu']}, {info['cores']} cores, torch {info['torch']}, load {info['load_average']}"
+    )
     print(table(headers, rows))
     RESULTS.mkdir(exist_ok=True)
     path = RESULTS / f"{name}.json"

@@ -28,21 +28,32 @@ def loader_rates(project: Path, scratch: Path) -> dict[str, float]:
 
 def wait_fractions(project: Path, epochs: int, scratch: Path) -> tuple[float, float | None]:
     """(probe's median over steady epochs, diagnostics' median over its logging windows)."""
+    scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times, output = scratch / "times.json", scratch / "run"
     overrides = [
-        *PROJECT, "logger=csv", f"trainer.max_epochs={epochs}", f"trainer.min_epochs={epochs}",
-        "test=false", f"hydra.run.dir={output}",
-        "+callbacks.zz_probe._target_=probe.EpochTimer", f"+callbacks.zz_probe.path={times}",
+        *PROJECT,
+        "logger=csv",
+        f"trainer.max_epochs={epochs}",
+        f"trainer.min_epochs={epochs}",
+        "test=false",
+        f"hydra.run.dir={output}",
+        "+callbacks.zz_probe._target_=probe.EpochTimer",
+        f"+callbacks.zz_probe.path={times}",
     ]
     run(python("train.py", *overrides), project, project_env(project))
     probe = json.loads(times.read_text())
-    probe_frac = median([w / t for w, t in zip(probe["wait"][1:], probe["train"][1:], strict=True)])
+    probe_frac = median(
+        [w / t for w, t in zip(probe["wait"][1:], probe["train"][1:], strict=True)]
+    )
     diagnostics = None
     metrics = next(output.rglob("metrics.csv"), None)
     if metrics:
         with metrics.open() as file:
-            values = [float(row["perf/data_wait_frac"]) for row in csv.DictReader(file)
-                      if row.get("perf/data_wait_frac")]
+            values = [
+                float(row["perf/data_wait_frac"])
+                for row in csv.DictReader(file)
+                if row.get("perf/data_wait_frac")
+            ]
         diagnostics = median(values) if values else None
     return probe_frac, diagnostics
 
@@ -67,7 +78,9 @@ def main():
 
     datamodule = median(rates["datamodule"])
     rows = [[name, median(values), median(values) / datamodule] for name, values in rates.items()]
-    rows.append(["time between training batches (probe), share of train time", median(probe_fracs), ""])
+    rows.append(
+        ["time between training batches (probe), share of train time", median(probe_fracs), ""]
+    )
     if diag_fracs:
         rows.append(["perf/data_wait_frac (TrainingDiagnostics)", median(diag_fracs), ""])
     report(
@@ -75,8 +88,12 @@ def main():
         f"Data path: batches/s of the training split (batch size 64), median of {args.rounds} rounds",
         ["loader", "batches/s (or fraction)", "x datamodule"],
         rows,
-        {"project": str(project), "batches_per_second": rates,
-         "wait_fraction_probe": probe_fracs, "wait_fraction_diagnostics": diag_fracs},
+        {
+            "project": str(project),
+            "batches_per_second": rates,
+            "wait_fraction_probe": probe_fracs,
+            "wait_fraction_diagnostics": diag_fracs,
+        },
     )
 
 

@@ -31,7 +31,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-first-") as scratch:
         scratch = Path(scratch)
         stages["render (cookiecutter --no-input)"] = run(
-            [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(scratch), str(REPO)], scratch
+            [sys.executable, "-m", "cookiecutter", "--no-input", "-o", str(scratch), str(REPO)],
+            scratch,
         )
         project = next(path for path in scratch.iterdir() if (path / "train.py").is_file())
 
@@ -51,8 +52,12 @@ def main():
         metrics = json.loads((run_dir / "metrics.json").read_text())
         if (project / "export.py").is_file():
             stages["export (python export.py ckpt_path=best.ckpt)"] = run(
-                [venv_python, "export.py", f"ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}",
-                 f"hydra.run.dir={scratch / 'export-run'}"],
+                [
+                    venv_python,
+                    "export.py",
+                    f"ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}",
+                    f"hydra.run.dir={scratch / 'export-run'}",
+                ],
                 project,
             )
     stages["total"] = sum(stages.values())

@@ -127,7 +127,9 @@ def handwritten(epochs: int, path: str):
         net.eval()
         with torch.inference_mode():
             val_loss, val_correct = torch.zeros(()), torch.zeros((), dtype=torch.long)
-            for x, y in zip(val.inputs.split(batch_size), val.targets.split(batch_size), strict=True):
+            for x, y in zip(
+                val.inputs.split(batch_size), val.targets.split(batch_size), strict=True
+            ):
                 logits = net(x)
                 val_loss += F.cross_entropy(logits, y, reduction="sum")
                 val_correct += (logits.argmax(-1) == y).sum()
@@ -170,10 +172,19 @@ def plain_lightning(epochs: int, path: str, output_dir: str):
     pl.seed_everything(cfg.seed)
     datamodule = digits(cfg)
     loaders = [
-        DataLoader(TensorDataset(split.inputs, split.targets), batch_size=cfg.data.batch_size, shuffle=shuffle)
-        for split, shuffle in ((datamodule.splits["train"], True), (datamodule.splits["val"], False))
+        DataLoader(
+            TensorDataset(split.inputs, split.targets),
+            batch_size=cfg.data.batch_size,
+            shuffle=shuffle,
+        )
+        for split, shuffle in (
+            (datamodule.splits["train"], True),
+            (datamodule.splits["val"], False),
+        )
     ]
-    trainer = pl.Trainer(max_epochs=epochs, default_root_dir=output_dir, callbacks=[EpochTimer(path)])
+    trainer = pl.Trainer(
+        max_epochs=epochs, default_root_dir=output_dir, callbacks=[EpochTimer(path)]
+    )
     trainer.fit(PlainModule(cfg), *loaders)
 
 

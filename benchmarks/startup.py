@@ -28,26 +28,40 @@ HEAVY = ("torch", "pytorch_lightning", "lightning_fabric", "torchmetrics")
 
 def heavy_imports(project: Path, args: list[str]) -> list[str]:
     """The heavy packages that a command imports."""
-    result = subprocess.run(python("-X", "importtime", *args), cwd=project, env=project_env(project),
-                            capture_output=True, text=True, check=True)
-    modules = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+    result = subprocess.run(
+        python("-X", "importtime", *args),
+        cwd=project,
+        env=project_env(project),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    modules = {
+        line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line
+    }
     return sorted(name for name in HEAVY if name in modules)
 
 
 def first_step(project: Path, scratch: Path) -> dict[str, float]:
     """Seconds from launching `python train.py` to the start of fitting and to the first step."""
+    scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times = scratch / "times.json"
     overrides = [
-        "trainer.max_epochs=1", "+trainer.limit_train_batches=2", "test=false",
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=2",
+        "test=false",
         f"hydra.run.dir={scratch / 'run'}",
-        "+callbacks.zz_probe._target_=probe.EpochTimer", f"+callbacks.zz_probe.path={times}",
+        "+callbacks.zz_probe._target_=probe.EpochTimer",
+        f"+callbacks.zz_probe.path={times}",
     ]
     launched = time.time()
     run(python("train.py", *overrides), project, project_env(project))
     probe = json.loads(times.read_text())
     return {
-        "launch -> fit starts (imports, config, objects, run metadata)": probe["fit_start"] - launched,
-        "fit starts -> training starts (sanity-check validation)": probe["train_start"] - probe["fit_start"],
+        "launch -> fit starts (imports, config, objects, run metadata)": probe["fit_start"]
+        - launched,
+        "fit starts -> training starts (sanity-check validation)": probe["train_start"]
+        - probe["fit_start"],
         "launch -> first training step": probe["first_step"] - launched,
     }
 
@@ -82,7 +96,12 @@ def main():
         f"Start-up: wall seconds, median of {args.repeats} (first step: {max(1, args.repeats // 2)})",
         ["command", "seconds", "over python -c pass", "heavy imports"],
         rows,
-        {"project": str(project), "seconds": seconds, "first_step": steps, "heavy_imports": imports},
+        {
+            "project": str(project),
+            "seconds": seconds,
+            "first_step": steps,
+            "heavy_imports": imports,
+        },
     )
 
 

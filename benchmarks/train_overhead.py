@@ -13,6 +13,7 @@ difference to the full project is what that piece costs per epoch.
 """
 
 import argparse
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -44,19 +45,26 @@ def variants(breakdown: bool) -> dict[str, list[str] | str]:
     if breakdown:
         runs |= {f"project without {name}": [*PROJECT, f"~callbacks.{name}"] for name in CALLBACKS}
         runs["project without logger"] = [*PROJECT, "logger=null"]
+        runs["project with its progress bar"] = []
         runs["project, no callbacks or logger"] = [
-            *PROJECT, "callbacks=none", "logger=null", "+trainer.enable_checkpointing=false"
+            *PROJECT,
+            "callbacks=none",
+            "logger=null",
+            "+trainer.enable_checkpointing=false",
         ]
     return runs
 
 
 def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
     """One training run in its own process; returns the probe's timestamps."""
+    scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times = scratch / "times.json"
-    times.unlink(missing_ok=True)
     if isinstance(how, str):
-        run(python(str(HERE / "probe.py"), how, str(epochs), str(times), str(scratch / "run")),
-            project, project_env(project))
+        run(
+            python(str(HERE / "probe.py"), how, str(epochs), str(times), str(scratch / "run")),
+            project,
+            project_env(project),
+        )
     else:
         overrides = [
             *how,
@@ -73,15 +81,19 @@ def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) 
 
 def steady_epoch(times: dict) -> float:
     bounds = [*times["epoch_starts"], times["end"]]
-    epochs = [end - start for start, end in zip(bounds, bounds[1:], strict=False)]
+    epochs = [end - start for start, end in itertools.pairwise(bounds)]
     return median(epochs[1:])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5, help="rounds of interleaved runs")
-    parser.add_argument("--epochs", type=int, default=8, help="epochs per run (the first is dropped)")
-    parser.add_argument("--breakdown", action="store_true", help="also remove each callback in turn")
+    parser.add_argument(
+        "--epochs", type=int, default=8, help="epochs per run (the first is dropped)"
+    )
+    parser.add_argument(
+        "--breakdown", action="store_true", help="also remove each callback in turn"
+    )
     add_arguments(parser)
     args = parser.parse_args()
 
@@ -92,15 +104,20 @@ def main():
     ratios = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as scratch:
         for round_ in range(args.pairs):
-            order = names[round_ % len(names):] + names[: round_ % len(names)]
+            order = names[round_ % len(names) :] + names[: round_ % len(names)]
             seconds = {}
             for name in order:
-                seconds[name] = steady_epoch(train_once(project, runs[name], args.epochs, Path(scratch)))
+                seconds[name] = steady_epoch(
+                    train_once(project, runs[name], args.epochs, Path(scratch))
+                )
                 epoch_s[name].append(seconds[name])
             for name in names:
                 ratios[name].append(seconds[name] / seconds["hand-written loop"])
-            print(f"round {round_ + 1}/{args.pairs}: "
-                  + ", ".join(f"{name} {seconds[name]:.3f}s" for name in names), flush=True)
+            print(
+                f"round {round_ + 1}/{args.pairs}: "
+                + ", ".join(f"{name} {seconds[name]:.3f}s" for name in names),
+                flush=True,
+            )
 
     base = median(epoch_s["project"])
     rows = []
@@ -117,8 +134,13 @@ def main():
         f"Training: steady-state seconds per epoch, {args.pairs} interleaved rounds of {args.epochs} epochs",
         headers,
         rows,
-        {"project": str(project), "pairs": args.pairs, "epochs": args.epochs,
-         "seconds_per_epoch": epoch_s, "ratio_to_handwritten": ratios},
+        {
+            "project": str(project),
+            "pairs": args.pairs,
+            "epochs": args.epochs,
+            "seconds_per_epoch": epoch_s,
+            "ratio_to_handwritten": ratios,
+        },
     )
 
 
