@@ -1,13 +1,11 @@
 """What a run was: its resolved config, the model's size, the commit and the versions used."""
 
-import io
 import platform
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import pytorch_lightning as pl
-import rich
 import torch
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities import rank_zero_only
@@ -22,14 +20,12 @@ PROJECT = {{ cookiecutter.project | tojson }}
 
 
 @rank_zero_only
-def record_run(cfg: DictConfig, model: torch.nn.Module, trainer: pl.Trainer) -> dict:
+def record_run(cfg: DictConfig, model: torch.nn.Module, trainer: pl.Trainer) -> None:
     """Prints the config as a tree and writes config_tree.log, config.yaml (resolved) and run.json
     to the run directory; every logger gets the resolved config plus this metadata as `run`."""
     output_dir = Path(cfg.paths.output_dir)
-    tree = config_tree(cfg)
-    rich.print(tree)
-    console = Console(file=io.StringIO(), width=100, record=True)
-    console.print(tree)
+    console = Console(record=True)  # prints, and keeps the text for config_tree.log
+    console.print(config_tree(cfg))
     for name, text in {
         "config_tree.log": console.export_text(),
         "config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
@@ -45,7 +41,6 @@ def record_run(cfg: DictConfig, model: torch.nn.Module, trainer: pl.Trainer) -> 
     write_json(output_dir / "run.json", metadata)
     for logger in trainer.loggers:
         logger.log_hyperparams(OmegaConf.to_container(cfg, resolve=True) | {"run": metadata})
-    return metadata
 
 
 def config_tree(cfg: DictConfig) -> Tree:
