@@ -14,6 +14,7 @@ from conftest import FAST_LATENCY, compose_config
 from {{ cookiecutter.package }}.data import DigitsDataModule
 from {{ cookiecutter.package }}.export.task import export, load_net_and_samples
 from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.utils.files import staged
 
 FILES = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 
@@ -100,6 +101,15 @@ def test_parity_beyond_tolerance_fails_with_a_clear_line_and_no_manifest(trained
     assert read(tmp_path / "report.json")["passed"] is False
     assert (tmp_path / "model.onnx").is_file()  # kept for inspection
     assert not (tmp_path / "manifest.json").exists()
+
+
+def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path):
+    (tmp_path / "model.onnx").write_bytes(b"previous export")
+    with pytest.raises(RuntimeError), staged(tmp_path / "model.onnx") as partial:
+        partial.write_bytes(b"half of a new export")
+        raise RuntimeError("the exporter crashed")
+    assert [path.name for path in tmp_path.iterdir()] == ["model.onnx"]
+    assert (tmp_path / "model.onnx").read_bytes() == b"previous export"
 
 
 @pytest.mark.parametrize(

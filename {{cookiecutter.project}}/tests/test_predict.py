@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -80,6 +81,17 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(
     ]
     assert from_file == [from_folder[3]]
     assert accuracy(from_folder, labels[:12]) >= 0.9
+
+
+def test_a_model_the_manifest_does_not_describe_is_refused(exported_run, digits, tmp_path):
+    export_dir = tmp_path / "export"
+    shutil.copytree(exported_run, export_dir)
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    manifest["formats"]["onnx"]["sha256"] = "0" * 64  # as if model.onnx came from another export
+    (export_dir / "manifest.json").write_text(json.dumps(manifest))
+    np.save(tmp_path / "digits.npy", digits[0])
+    with pytest.raises(UserError, match="is not the model that .*manifest.json describes"):
+        run_predict(export_dir, tmp_path / "digits.npy", tmp_path / "run")
 
 
 def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):

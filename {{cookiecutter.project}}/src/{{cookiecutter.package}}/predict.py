@@ -12,7 +12,7 @@ import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidProtobuf
 
 from .utils.errors import UserError
-from .utils.files import save_json
+from .utils.files import save_json, sha256
 from .utils.table import format_table
 
 IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -33,15 +33,19 @@ def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
             f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
             "pass model=<export dir>"
         )
-    manifest = model.parent / "manifest.json"
-    if not manifest.is_file():
+    manifest_path = model.parent / "manifest.json"
+    if not manifest_path.is_file():
         raise UserError(f"no manifest.json next to {model}; pass the folder of an export.py run")
     try:
         session = open_session(model)
     except (InvalidProtobuf, Fail):
         message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
         raise UserError(message) from None
-    return session, json.loads(manifest.read_text())
+    manifest = json.loads(manifest_path.read_text())
+    # The normalization and class names below are only right for the model they were written with.
+    if sha256(model) != manifest["formats"].get("onnx", {}).get("sha256"):
+        raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
+    return session, manifest
 
 
 def as_batch(array: np.ndarray, shape: tuple, source: str) -> np.ndarray:

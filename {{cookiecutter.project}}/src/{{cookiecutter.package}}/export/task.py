@@ -64,6 +64,8 @@ def export(cfg: DictConfig) -> dict:
     eager = torch_runner(net)
     inputs = samples.numpy()
 
+    # A manifest describes verified artifacts only: an earlier one here is void from now on.
+    (output_dir / "manifest.json").unlink(missing_ok=True)
     results, files = {"eager": measure(eager, eager, inputs, cfg)}, {}
     for name in cfg.formats:
         files[name] = output_dir / FORMATS[name].FILE
