@@ -4,7 +4,6 @@ from pathlib import Path
 
 import numpy as np
 import pytorch_lightning as pl
-import torch
 from matplotlib.figure import Figure
 from pytorch_lightning.utilities import rank_zero_only
 from torchmetrics.classification import MulticlassConfusionMatrix
@@ -16,7 +15,8 @@ class ConfusionMatrixImage(pl.Callback):
     """At the end of each validation, logs `val/confusion_matrix` to every logger that takes
     images and saves the latest as `<dirpath>/confusion_matrix.png`.
 
-    The model is run once more on each validation batch, so any classifier works unchanged.
+    The model is run once more on each validation batch, under the trainer's precision (AMP
+    included), so any classifier works unchanged.
     """
 
     def __init__(self, dirpath: str, num_classes: int):
@@ -30,8 +30,10 @@ class ConfusionMatrixImage(pl.Callback):
     def on_validation_batch_end(
         self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
     ):
+        if trainer.sanity_checking:
+            return
         x, y = batch
-        with torch.no_grad():
+        with trainer.precision_plugin.forward_context():
             self.matrix.update(pl_module(x).argmax(dim=-1), y)
 
     def on_validation_epoch_end(self, trainer, pl_module):
