@@ -39,11 +39,14 @@ def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True
     return cfg
 
 
-def run_cli(script: str, *overrides: str, cwd: Path = ROOT, env: dict | None = None, timeout=300):
-    """Runs `python <script> <overrides>` from the project root, as a user would."""
+def run_cli(
+    script: str, *overrides: str, cwd=ROOT, env: dict | None = None, timeout=300, launcher=()
+):
+    """Runs `python [launcher] <script> <overrides>` from the project root, as a user would;
+    e.g. launcher=("-m", "torch.distributed.run", "--nproc_per_node=2") for torchrun."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
     return subprocess.run(
-        [sys.executable, str(ROOT / script), *overrides],
+        [sys.executable, *launcher, str(ROOT / script), *overrides],
         cwd=cwd,
         env=env,
         capture_output=True,

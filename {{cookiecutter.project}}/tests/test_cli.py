@@ -1,12 +1,11 @@
-"""The command line as users meet it: mistakes give one clear line, DDP runs the real launcher."""
+"""The command line as users meet it: mistakes give one clear line (DDP: test_distributed.py)."""
 
-import json
 import os
 import subprocess
 import sys
 
 import pytest
-from conftest import QUIET, ROOT, run_cli
+from conftest import ROOT, run_cli
 
 
 def first_line(result) -> str:
@@ -61,26 +60,3 @@ def test_unreadable_checkpoint_gives_one_clear_line(tmp_path):
     assert "Traceback" not in result.stderr
     assert "is not a readable checkpoint" in first_line(result)
 
-
-@pytest.mark.slow
-def test_ddp_on_two_cpu_processes(tmp_path):
-    runs = tmp_path / "logs"
-    run_dir = runs / "ddp"
-    result = run_cli(
-        "train.py",
-        "trainer=ddp_cpu",
-        "trainer.max_epochs=2",
-        *QUIET,
-        f"paths.log_dir={runs}",
-        f"hydra.run.dir={run_dir}",
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert [path.name for path in runs.iterdir()] == ["ddp"]  # one run directory
-    metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["test/acc"] > 0.5
-    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == [
-        "best.ckpt",
-        "last.ckpt",
-    ]
-    assert len(list(tmp_path.rglob("metrics.json"))) == 1

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import hydra
 from dotenv import find_dotenv, load_dotenv
+from omegaconf import OmegaConf
 
 from .utils.errors import UserError
+from .utils.launch import run_stamp
 
 # (module, function) of each task, keyed by its config name in configs/.
 TASKS = {
@@ -34,6 +36,8 @@ def _launch(name: str):
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
     # configs, so they never reach a config file, log or run directory.
     load_dotenv(find_dotenv(usecwd=True))
+    # Run directory names: ${now:...} that all torchrun ranks agree on.
+    OmegaConf.register_new_resolver("run_stamp", run_stamp, use_cache=True, replace=True)
 
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):

@@ -5,23 +5,25 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_checkpoint
+from .utils.checkpoint import resume_path
 from .utils.instantiate import build_datamodule, build_model, build_trainer
+from .utils.launch import relaunches_script, run_job_in_subprocess
 from .utils.metadata import record_run
 from .utils.run import plain_metrics, write_json
 
 
 def train(cfg: DictConfig) -> float | None:
     """Runs one training job and returns the metric named by `optimized_metric`, for sweeps."""
-    if cfg.ckpt_path:
-        load_checkpoint(cfg.ckpt_path)  # fails early, with one line, on a bad or unsafe file
+    ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
     pl.seed_everything(cfg.seed, workers=True)
+    trainer = build_trainer(cfg)
+    if relaunches_script(trainer):  # a multirun job with DDP: see utils/launch.py
+        return run_job_in_subprocess(cfg.optimized_metric)
     datamodule = build_datamodule(cfg)
     model = build_model(cfg)
-    trainer = build_trainer(cfg)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
-    trainer.fit(model, datamodule=datamodule, ckpt_path=cfg.ckpt_path, weights_only=True)
+    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = plain_metrics(trainer.callback_metrics)
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""

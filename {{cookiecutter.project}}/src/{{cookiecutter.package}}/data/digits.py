@@ -5,6 +5,8 @@ import torch
 from sklearn.datasets import load_digits
 from torch.utils.data import DataLoader, Dataset
 
+from .samplers import evaluation_sampler, training_sampler
+
 
 class InMemoryDataset(Dataset):
     """Tensors held in memory, fetched a whole batch at a time.
@@ -80,10 +82,14 @@ class DigitsDataModule(pl.LightningDataModule):
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         workers = self.hparams.num_workers
+        dataset = self.splits[split]
         return DataLoader(
-            self.splits[split],
+            dataset,
             batch_size=self.hparams.batch_size,
-            shuffle=shuffle,
+            sampler=training_sampler(dataset) if shuffle else evaluation_sampler(dataset),
+            # Iterators draw their seed from this generator rather than from the global one that
+            # dropout uses: a resumed run creates its first iterator at another moment.
+            generator=torch.Generator().manual_seed(torch.initial_seed()),
             collate_fn=keep_batch,
             num_workers=workers,
             pin_memory=self.hparams.pin_memory,

@@ -2,7 +2,7 @@ import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from hydra.utils import instantiate
-from torchmetrics import MaxMetric
+from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 
@@ -21,7 +21,12 @@ class Classifier(pl.LightningModule):
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        # Epoch means over every sample of every DDP rank, however unevenly the ranks are filled.
+        self.val_loss = MeanMetric()
+        self.test_loss = MeanMetric()
+        # Saved in checkpoints, so that a resumed run remembers the best epoch before it.
         self.val_acc_best = MaxMetric()
+        self.val_acc_best.persistent(True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -32,23 +37,15 @@ class Classifier(pl.LightningModule):
         loss = F.cross_entropy(logits, y)
         accuracy = getattr(self, f"{stage}_acc")
         accuracy(logits, y)
-        training = stage == "train"
-        # train/loss is logged per step and stays local to each DDP rank: averaging it would cost
-        # a collective on every step. val/test losses are per epoch, averaged over all ranks.
-        self.log(
-            f"{stage}/loss",
-            loss,
-            on_step=training,
-            on_epoch=not training,
-            prog_bar=True,
-            sync_dist=not training,
-        )
+        if stage == "train":
+            # Per step and local to each DDP rank: averaging it would cost a collective every step.
+            self.log("train/loss", loss, on_step=True, on_epoch=False, prog_bar=True)
+        else:
+            mean_loss = getattr(self, f"{stage}_loss")
+            mean_loss(loss, weight=len(y))
+            self.log(f"{stage}/loss", mean_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=True)
         return loss
-
-    def on_train_start(self):
-        # The sanity-check validation ran on untrained weights: forget its accuracy.
-        self.val_acc_best.reset()
 
     def training_step(self, batch, batch_idx):
         return self._step(batch, "train")
@@ -57,6 +54,8 @@ class Classifier(pl.LightningModule):
         self._step(batch, "val")
 
     def on_validation_epoch_end(self):
+        if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
+            return
         self.val_acc_best(self.val_acc.compute())
         self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
 

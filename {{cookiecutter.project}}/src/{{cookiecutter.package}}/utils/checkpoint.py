@@ -1,12 +1,25 @@
-"""Safe checkpoint loading: tensors and plain containers only, so a checkpoint cannot run code."""
+"""Checkpoints: safe loading (tensors and plain containers only, so a checkpoint cannot run
+code), atomic writing, and finding the one to resume from."""
 
 import pickle
 from pathlib import Path
 
 import torch
+from omegaconf import DictConfig
+from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from ..models import Classifier
 from .errors import UserError
+from .files import staged
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Writes each checkpoint to a temporary file and renames it into place, so a run killed while
+    saving keeps its previous checkpoint whole. Lightning's own writer truncates the file first."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        with staged(path) as partial:
+            super().save_checkpoint(checkpoint, partial, storage_options)
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -45,3 +58,16 @@ def load_model(path: str | Path) -> Classifier:
     model = Classifier(**checkpoint["hyper_parameters"])
     model.load_state_dict(checkpoint["state_dict"])
     return model.eval()
+
+
+def resume_path(cfg: DictConfig) -> str | None:
+    """The checkpoint to resume from: `ckpt_path` if given; else, with `auto_resume`, the run
+    directory's checkpoints/last.ckpt if it exists, so rerunning the same command (e.g. after a
+    SLURM requeue) continues where the run stopped. Checked before anything starts."""
+    path = cfg.ckpt_path
+    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
+    if not path and cfg.get("auto_resume") and last.is_file():
+        path = str(last)
+    if path:
+        load_checkpoint(path)  # fails early, with one line, on a bad or unsafe file
+    return path

@@ -1,0 +1,70 @@
+"""Launching under Hydra with several processes: torchrun's ranks and multirun jobs with DDP.
+
+No torch at import: the CLI registers `run_stamp` before config-only commands too.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+
+from .errors import UserError
+
+
+def run_stamp(pattern: str) -> str:
+    """The time for run directory names, like `${now:...}`, but one time for all torchrun ranks.
+
+    torchrun starts every rank at once and each would read its own clock: across a second
+    boundary they would make two run directories. The first rank to get here publishes its time
+    in the store that torchrun's agent runs for its workers; the others read it from there.
+    """
+    stamp = datetime.now().strftime(pattern)
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return stamp
+    from torch.distributed import TCPStore
+
+    store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
+    return store.compare_set(f"run_stamp/{pattern}", "", stamp).decode()
+
+
+def relaunches_script(trainer) -> bool:
+    """True in a multirun job whose trainer would start its other ranks by running this script.
+
+    Lightning's DDP launcher reruns the command line with `hydra.run.dir` added. In a multirun
+    that command line is the whole sweep: every rank would start all the jobs again.
+    """
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return False
+    environment = getattr(trainer.strategy, "cluster_environment", None)
+    return trainer.world_size > 1 and not (
+        environment and environment.creates_processes_externally
+    )
+
+
+def run_job_in_subprocess(optimized_metric: str) -> float | None:
+    """Runs the current multirun job as a single run of the same script in the job's directory,
+    where Lightning's launcher starts the ranks as usual, and returns its optimized metric."""
+    hydra_cfg = HydraConfig.get()
+    output_dir = Path(hydra_cfg.runtime.output_dir)
+    overrides = list(hydra_cfg.overrides.task)
+    # hydra.mode=RUN: configs such as hparams_search set MULTIRUN. The sweep has already saved the
+    # job's config in its directory, hence no output_subdir.
+    command = [
+        sys.executable,
+        os.path.abspath(sys.argv[0]),
+        *overrides,
+        f'hydra.run.dir="{output_dir}"',
+        "hydra.mode=RUN",
+        "hydra.output_subdir=null",
+    ]
+    if subprocess.run(command).returncode:
+        raise UserError(
+            f"multirun job {hydra_cfg.job.num} ({' '.join(overrides)}) failed, see above"
+        )
+    metrics = json.loads((output_dir / "metrics.json").read_text())
+    return metrics.get(optimized_metric)

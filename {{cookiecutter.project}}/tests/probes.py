@@ -1,0 +1,60 @@
+"""Test-only callbacks, passed to the real CLI as `+callbacks.<name>._target_=probes.<Class>`
+with this folder on PYTHONPATH."""
+
+import json
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+
+
+class RankRecorder(pl.Callback):
+    """Writes what this rank saw to `<dirpath>/rank<N>.json`: the train-split indices of every
+    batch per epoch, the synchronized val/test metrics, and every checkpoint it wrote."""
+
+    def __init__(self, dirpath: str):
+        self.dirpath = Path(dirpath)
+        self.seen = {"train": {}, "val": {}, "test": {}, "saved": []}
+
+    def setup(self, trainer, pl_module, stage):
+        self.path = self.dirpath / f"rank{trainer.global_rank}.json"
+        io, save = trainer.strategy.checkpoint_io, trainer.strategy.checkpoint_io.save_checkpoint
+
+        def counted_save(checkpoint, path, storage_options=None):
+            self.seen["saved"].append([checkpoint["epoch"], Path(path).name])
+            save(checkpoint, path, storage_options)
+
+        io.save_checkpoint = counted_save
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        # Every digits image is unique, so an image identifies its index in the train split.
+        inputs = trainer.datamodule.splits["train"].inputs.flatten(1)
+        matches = (batch[0].flatten(1)[:, None] == inputs[None]).all(-1).nonzero()[:, 1]
+        self.seen["train"].setdefault(trainer.current_epoch, []).extend(matches.tolist())
+
+    def on_validation_end(self, trainer, pl_module):
+        if not trainer.sanity_checking:
+            self.seen["val"] = self._metrics(trainer, "val/")
+
+    def on_test_end(self, trainer, pl_module):
+        self.seen["test"] = self._metrics(trainer, "test/")
+
+    def teardown(self, trainer, pl_module, stage):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(json.dumps(self.seen))
+
+    @staticmethod
+    def _metrics(trainer, prefix):
+        return {k: v.item() for k, v in trainer.callback_metrics.items() if k.startswith(prefix)}
+
+
+class PoisonWeights(pl.Callback):
+    """Turns the weights to NaN before training step `step`: a stand-in for a diverging run."""
+
+    def __init__(self, step: int):
+        self.step = step
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        if trainer.global_step == self.step:
+            with torch.no_grad():
+                next(pl_module.parameters()).fill_(float("nan"))

@@ -1,0 +1,114 @@
+"""DDP on two CPU processes (gloo) through the real CLI, with Lightning's launcher, torchrun and
+in a Hydra multirun. Each run checks as much as it can: these are the expensive tests."""
+
+import json
+
+import pytest
+import pytorch_lightning as pl
+from conftest import QUIET, ROOT, compose_config, run_cli
+
+from {{ cookiecutter.package }}.utils.checkpoint import load_model
+from {{ cookiecutter.package }}.utils.instantiate import build_datamodule
+
+# 1,420 train samples: an even number, so the two training shards need no padding and must be
+# disjoint. 189 validation samples: odd, so padded evaluation shards would count one twice.
+SPLITS = ["data.val_fraction=0.105", "data.test_fraction=0.1046"]
+TRAIN_SIZE = 1420
+TORCHRUN = ("-m", "torch.distributed.run", "--nproc_per_node=2")
+# The tests folder on the path, for the probes passed as extra callbacks.
+PROBES = {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}
+
+
+def single_process_metrics(checkpoint, stage: str, tmp_path) -> dict:
+    """`stage` ("validate" or "test") of a checkpoint's weights in one process, no sampler."""
+    datamodule = build_datamodule(compose_config("train", tmp_path / "single", SPLITS))
+    trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
+    return getattr(trainer, stage)(load_model(checkpoint), datamodule=datamodule, verbose=False)[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", [(), TORCHRUN], ids=["lightning", "torchrun"])
+def test_ddp_shards_syncs_and_writes_once(launcher, tmp_path):
+    logs, probe = tmp_path / "logs", tmp_path / "probe"
+    result = run_cli(
+        "train.py",
+        *QUIET,
+        *SPLITS,
+        "trainer=ddp_cpu",
+        "trainer.max_epochs=2",
+        f"paths.log_dir={logs}",
+        "+callbacks.probe._target_=probes.RankRecorder",
+        f"+callbacks.probe.dirpath={probe}",
+        env=PROBES,
+        launcher=launcher,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    ranks = [json.loads((probe / f"rank{rank}.json").read_text()) for rank in (0, 1)]
+
+    # Every epoch the ranks see disjoint shards that together cover the train split, each
+    # sample once, in an order that changes between epochs.
+    for epoch in ("0", "1"):
+        shards = [rank["train"][epoch] for rank in ranks]
+        assert sorted(shards[0] + shards[1]) == list(range(TRAIN_SIZE))
+    assert ranks[0]["train"]["0"] != ranks[0]["train"]["1"]
+
+    # One run directory, one writer: the config printed once, one metrics.json, one set of
+    # hyperparameters, and each checkpoint written once, by rank 0.
+    (run_dir,) = (logs / "train" / "runs").iterdir()
+    assert [path.name for path in logs.iterdir()] == ["train"]
+    assert result.stdout.count("optimized_metric") == 1
+    for name in ("metrics.json", "hparams.yaml", "run.json"):
+        assert len(list(tmp_path.rglob(name))) == 1, name
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == [
+        "best.ckpt",
+        "last.ckpt",
+    ]
+    saved = ranks[0]["saved"]
+    assert ranks[1]["saved"] == [] and len(saved) == len({tuple(entry) for entry in saved})
+    assert {(0, "last.ckpt"), (1, "last.ckpt"), (0, "best.ckpt")} <= {
+        tuple(entry) for entry in saved
+    }
+
+    # Validation and test metrics are the same on both ranks, are what metrics.json holds, and
+    # match one process evaluating the same weights on the whole split.
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["test/acc"] > 0.5
+    assert ranks[0]["val"] == ranks[1]["val"] and ranks[0]["test"] == ranks[1]["test"]
+    assert ranks[0]["val"] == {name: metrics[name] for name in ranks[0]["val"]}
+    assert ranks[0]["test"] == {name: metrics[name] for name in ranks[0]["test"]}
+    single_val = single_process_metrics(
+        run_dir / "checkpoints" / "last.ckpt", "validate", tmp_path
+    )
+    single_test = single_process_metrics(run_dir / "checkpoints" / "best.ckpt", "test", tmp_path)
+    assert single_val["val/acc"] == metrics["val/acc"]
+    assert single_test["test/acc"] == metrics["test/acc"]
+    # Losses are sums of floats in a different order: equal up to rounding.
+    assert single_val["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
+    assert single_test["test/loss"] == pytest.approx(metrics["test/loss"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path):
+    logs, sweep = tmp_path / "logs", tmp_path / "sweep"
+    result = run_cli(
+        "train.py",
+        "-m",
+        *QUIET,
+        "trainer=ddp_cpu",
+        "model.optimizer.lr=0.001,0.01",
+        "callbacks=none",
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=2",
+        "+trainer.limit_val_batches=1",
+        "test=false",
+        f"paths.log_dir={logs}",
+        f"hydra.sweep.dir={sweep}",
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (result.stdout + result.stderr).count("Launching 2 jobs") == 1  # the sweep ran once
+    assert not logs.exists()  # no rank made a run directory of its own
+    for job, lr in (("0", 0.001), ("1", 0.01)):
+        job_dir = sweep / job
+        assert f"lr: {lr}" in (job_dir / "config.yaml").read_text()
+        assert "val/acc" in json.loads((job_dir / "metrics.json").read_text())
+        assert (job_dir / "train_ddp_process_1.log").is_file()  # rank 1 ran in the job's directory

@@ -1,0 +1,113 @@
+"""Runs that survive being killed: atomic checkpoints, auto-resume, and a NaN guard."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from conftest import QUIET, ROOT, compose_config, run_cli
+
+from {{ cookiecutter.package }}.train import train
+from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, resume_path
+from {{ cookiecutter.package }}.utils.errors import UserError
+
+SHORT = ["trainer.max_epochs=3", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
+
+
+def test_resume_path_prefers_ckpt_path_then_the_runs_own_last_checkpoint(trained_run, tmp_path):
+    last = trained_run / "checkpoints" / "last.ckpt"
+    best = trained_run / "checkpoints" / "best.ckpt"
+    assert resume_path(compose_config("train", trained_run)) == str(last)
+    assert resume_path(compose_config("train", trained_run, [f"ckpt_path={best}"])) == str(best)
+    assert resume_path(compose_config("train", trained_run, ["auto_resume=false"])) is None
+    assert resume_path(compose_config("train", tmp_path)) is None  # a fresh run directory
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "last.ckpt").write_bytes(last.read_bytes()[:1000])
+    with pytest.raises(UserError, match="is not a readable checkpoint"):
+        resume_path(compose_config("train", tmp_path))
+
+
+@pytest.mark.slow
+def test_a_killed_run_resumes_to_the_same_result(tmp_path):
+    short = ["+trainer.limit_train_batches=10", "+trainer.limit_val_batches=2", "test=false"]
+    overrides = [*QUIET, *short, "trainer.max_epochs=5", "seed=3", "trainer.deterministic=true"]
+    train(compose_config("train", tmp_path / "whole", overrides[len(QUIET) :]))
+
+    run_dir = tmp_path / "killed"
+    command = [sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    last = run_dir / "checkpoints" / "last.ckpt"
+    with subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as process:
+        # last.ckpt is replaced atomically, so it can be read while the run goes on.
+        while process.poll() is None and not (
+            last.is_file() and load_checkpoint(last)["epoch"] >= 1
+        ):
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+    assert process.returncode == -signal.SIGKILL
+    assert load_checkpoint(last)["epoch"] < 4 and not (run_dir / "metrics.json").exists()
+
+    result = run_cli("train.py", *overrides, f"hydra.run.dir={run_dir}")  # the same command
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"Restoring states from the checkpoint path at {last}" in result.stdout + result.stderr
+    whole, resumed = (
+        load_checkpoint(path / "checkpoints" / "last.ckpt")
+        for path in (tmp_path / "whole", run_dir)
+    )
+    assert (resumed["epoch"], resumed["global_step"]) == (whole["epoch"], whole["global_step"])
+    metrics = [
+        json.loads((path / "metrics.json").read_text()) for path in (tmp_path / "whole", run_dir)
+    ]
+    for run in metrics:
+        run.pop("best_model_path")
+    assert metrics[0] == metrics[1]
+
+
+def test_a_kill_while_saving_keeps_the_previous_checkpoint(tmp_path):
+    target = tmp_path / "last.ckpt"
+    # Saves a good checkpoint, then dies by SIGKILL while the next one is being written.
+    code = """
+import os, signal, sys, threading, torch
+from pathlib import Path
+from {{ cookiecutter.package }}.utils.checkpoint import AtomicCheckpointIO
+
+io, target = AtomicCheckpointIO(), Path(sys.argv[1])
+io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(1)), epoch=1), target)
+partial = target.with_name(".last.partial.ckpt")
+
+def kill_mid_write():
+    while not (partial.exists() and partial.stat().st_size > 0):
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)
+
+threading.Thread(target=kill_mid_write, daemon=True).start()
+io.save_checkpoint(dict(state_dict=dict(w=torch.ones(2**25)), epoch=2), target)
+"""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(target)], env=env, capture_output=True, timeout=120
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr[-2000:]
+    assert (tmp_path / ".last.partial.ckpt").exists()  # the kill came in the middle of a write
+    assert load_checkpoint(target)["epoch"] == 1
+
+
+def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path):
+    # Poisoned before step 8: the third batch of epoch 1, after epoch 0 was checkpointed.
+    poison = ["+callbacks.poison._target_=probes.PoisonWeights", "+callbacks.poison.step=8"]
+    with pytest.raises(UserError, match=r"train/loss is NaN or infinite at step 8 \(epoch 1\)"):
+        train(compose_config("train", tmp_path, [*SHORT, *poison]))
+    last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert last["epoch"] == 0
+    assert all(
+        torch.isfinite(value).all()
+        for value in last["state_dict"].values()
+        if value.is_floating_point()
+    )
+    assert not (tmp_path / "metrics.json").exists()
