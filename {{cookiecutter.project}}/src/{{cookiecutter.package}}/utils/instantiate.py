@@ -1,4 +1,4 @@
-"""Builds the objects every task needs from its config, so train, eval and export share one recipe."""
+"""Builds the objects every task needs from its config: train, eval and export share one recipe."""
 
 import importlib
 
@@ -42,7 +42,9 @@ def require_logger_packages(group: DictConfig | None) -> None:
         except ModuleNotFoundError as error:
             if error.name != extra:  # installed but broken: the original error says more
                 raise
-            raise UserError(f'logger {extra} needs the {extra} package: pip install -e ".[{extra}]"') from None
+            raise UserError(
+                f'logger {extra} needs the {extra} package: pip install -e ".[{extra}]"'
+            ) from None
 
 
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
