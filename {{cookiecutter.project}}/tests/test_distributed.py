@@ -2,10 +2,13 @@
 in a Hydra multirun. Each run checks as much as it can: these are the expensive tests."""
 
 import json
+import subprocess
 
 import pytest
 import pytorch_lightning as pl
-from conftest import QUIET, ROOT, compose_config, run_cli
+from conftest import CONFIGS, QUIET, ROOT, compose_config, run_cli
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 
 from {{ cookiecutter.package }}.utils.checkpoint import load_model
 from {{ cookiecutter.package }}.utils.instantiate import build_datamodule
@@ -112,3 +115,28 @@ def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path):
         assert f"lr: {lr}" in (job_dir / "config.yaml").read_text()
         assert "val/acc" in json.loads((job_dir / "metrics.json").read_text())
         assert (job_dir / "train_ddp_process_1.log").is_file()  # rank 1 ran in the job's directory
+
+
+def test_fsdp_preset_composes_for_gpus(tmp_path):
+    trainer = compose_config("train", tmp_path, ["trainer=fsdp"]).trainer
+    assert (trainer.accelerator, trainer.devices) == ("gpu", 4)
+    strategy = instantiate(trainer.strategy)  # builds without a GPU; training needs them
+    assert isinstance(strategy, pl.strategies.FSDPStrategy)
+
+
+def test_slurm_launcher_config_submits_one_task_per_gpu():
+    # Needs the optional plugin (the slurm extra, part of dev): pip install -e ".[slurm]".
+    overrides = ["hydra/launcher=slurm", "trainer=ddp", "trainer.num_nodes=2"]
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        cfg = compose("train", overrides=overrides, return_hydra_config=True)
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("SlurmLauncher")
+    assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+
+
+def test_slurm_batch_script_is_valid_bash_and_keeps_one_run_dir_per_job():
+    script = ROOT / "scripts" / "slurm.sbatch"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    text = script.read_text()
+    assert "srun python train.py" in text and "#SBATCH --requeue" in text
+    assert 'hydra.run.dir="logs/train/runs/slurm-${SLURM_JOB_ID}"' in text

@@ -62,12 +62,15 @@ def load_model(path: str | Path) -> Classifier:
 
 def resume_path(cfg: DictConfig) -> str | None:
     """The checkpoint to resume from: `ckpt_path` if given; else, with `auto_resume`, the run
-    directory's checkpoints/last.ckpt if it exists, so rerunning the same command (e.g. after a
-    SLURM requeue) continues where the run stopped. Checked before anything starts."""
+    directory's newest checkpoint, so rerunning the same command (e.g. after a SLURM requeue)
+    continues where the run stopped. Checked before anything starts."""
     path = cfg.ckpt_path
-    last = Path(cfg.paths.output_dir) / "checkpoints" / "last.ckpt"
-    if not path and cfg.get("auto_resume") and last.is_file():
-        path = str(last)
+    if not path and cfg.get("auto_resume"):
+        run_dir = Path(cfg.paths.output_dir)
+        # last.ckpt, or the hpc_ckpt_<n>.ckpt that Lightning saves when SLURM preempts the job.
+        saved = [run_dir / "checkpoints" / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")]
+        saved = [file for file in saved if file.is_file()]
+        path = str(max(saved, key=lambda file: file.stat().st_mtime)) if saved else None
     if path:
         load_checkpoint(path)  # fails early, with one line, on a bad or unsafe file
     return path

@@ -1,0 +1,113 @@
+"""Trains the default project on one GPU in fp32, bf16-mixed and 16-mixed precision and under
+`trainer=ddp` with one device, side by side in one run, and prints training throughput
+(samples/s, measured after a warm-up epoch) and peak GPU memory of each.
+
+    python benchmarks/gpu_check.py                 # needs a CUDA GPU
+    python benchmarks/gpu_check.py --dry-run       # the same code path on CPU, without the
+                                                   # GPU-only settings: checks the script itself
+
+Each setting runs `python train.py` in a process of its own with a probe callback (below) that
+this folder puts on PYTHONPATH, and results go to results/gpu_check.json.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytorch_lightning as pl
+import torch
+from common import add_arguments, project_env, python, report, run, setup
+
+QUIET = [
+    "logger=csv",
+    "trainer.enable_progress_bar=false",
+    "trainer.enable_model_summary=false",
+    "callbacks=none",
+    "test=false",
+]
+GPU = {
+    "fp32": ["trainer=gpu", "trainer.precision=32-true"],
+    "bf16-mixed": ["trainer=gpu", "trainer.precision=bf16-mixed"],
+    "16-mixed": ["trainer=gpu", "trainer.precision=16-mixed"],
+    "ddp, 1 device": ["trainer=ddp", "trainer.devices=1", "trainer.precision=32-true"],
+}
+# --dry-run: the CPU counterparts, so the script can be checked on a machine without a GPU.
+CPU = {
+    "fp32": ["trainer=cpu", "trainer.precision=32-true"],
+    "bf16-mixed": ["trainer=cpu", "trainer.precision=bf16-mixed"],
+    "ddp, 1 device": ["trainer=ddp_cpu", "trainer.devices=1"],
+}
+
+
+class ThroughputProbe(pl.Callback):
+    """Callback added with `+callbacks.gpu_probe._target_=gpu_check.ThroughputProbe`: writes
+    samples/s after the first (warm-up) epoch and peak GPU memory to `path` as JSON."""
+
+    def __init__(self, path: str):
+        self.path, self.samples, self.start = Path(path), 0, None
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == 1:
+            self._sync()
+            self.start, self.samples = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.samples += len(batch[1])
+
+    def on_train_end(self, trainer, pl_module):
+        self._sync()
+        seconds = time.perf_counter() - self.start
+        memory = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+        result = {"samples_per_s": self.samples / seconds, "peak_memory_mib": memory}
+        self.path.write_text(json.dumps(result))
+
+    @staticmethod
+    def _sync():
+        if torch.cuda.is_available():  # GPU work is asynchronous: wait for it before timing
+            torch.cuda.synchronize()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    parser.add_argument("--epochs", type=int, default=6, help="epochs per setting, 1 is warm-up")
+    parser.add_argument("--dry-run", action="store_true", help="CPU settings, 2 short epochs")
+    args = parser.parse_args()
+    if not args.dry_run and not torch.cuda.is_available():
+        sys.exit("error: gpu_check needs a CUDA GPU; run it with --dry-run to check it on CPU")
+    settings, epochs = (CPU, 2) if args.dry_run else (GPU, args.epochs)
+    project = setup(args)
+    env = project_env(project)
+    rows, data = [], {}
+    with tempfile.TemporaryDirectory() as scratch:
+        for name, overrides in settings.items():
+            out = Path(scratch) / f"{len(rows)}.json"
+            command = python(
+                "train.py",
+                *QUIET,
+                *overrides,
+                f"trainer.max_epochs={epochs}",
+                *(["+trainer.limit_train_batches=5"] if args.dry_run else []),
+                "+callbacks.gpu_probe._target_=gpu_check.ThroughputProbe",
+                f"+callbacks.gpu_probe.path={out}",
+                f"hydra.run.dir={Path(scratch) / f'run{len(rows)}'}",
+            )
+            run(command, cwd=project, env=env)
+            data[name] = json.loads(out.read_text())
+            memory = data[name]["peak_memory_mib"]
+            rows.append([name, data[name]["samples_per_s"], "n/a" if memory is None else memory])
+    device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()
+    report(
+        "gpu_check_dry_run" if args.dry_run else "gpu_check",
+        f"Training the default model on {device}, {epochs} epochs per setting",
+        ["setting", "samples/s", "peak memory (MiB)"],
+        rows,
+        {"epochs": epochs, "device": device, "settings": data},
+    )
+
+
+if __name__ == "__main__":
+    main()
