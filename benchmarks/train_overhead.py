@@ -22,19 +22,17 @@ from common import HERE, add_arguments, median, project_env, python, report, run
 
 # The project as users run it, minus the progress bar (it only draws; the logger still logs).
 PROJECT = ["trainer.enable_progress_bar=false", "~callbacks.rich_progress_bar"]
-CALLBACKS = [
-    "model_checkpoint",
-    "last_checkpoint",
-    "early_stopping",
-    "lr_monitor",
-    "rich_model_summary",
-    "diagnostics",
-    "confusion_matrix",
-    "plots",
-]
 
 
-def variants(breakdown: bool) -> dict[str, list[str] | str]:
+def default_callbacks(project: Path) -> list[str]:
+    """The names of the callbacks that the project's default train config adds."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(project / "configs"), version_base="1.3"):
+        return list(compose("train").callbacks)
+
+
+def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
     """Name -> overrides of `python train.py`, or the name of a probe in probe.py."""
     runs: dict[str, list[str] | str] = {
         "project": PROJECT,
@@ -43,13 +41,19 @@ def variants(breakdown: bool) -> dict[str, list[str] | str]:
         "project, model.compile=true": [*PROJECT, "model.compile=true"],
     }
     if breakdown:
-        runs |= {f"project without {name}": [*PROJECT, f"~callbacks.{name}"] for name in CALLBACKS}
-        runs["project without logger"] = [*PROJECT, "logger=null"]
+        callbacks = [name for name in default_callbacks(project) if name != "rich_progress_bar"]
+        runs |= {f"project without {name}": [*PROJECT, f"~callbacks.{name}"] for name in callbacks}
+        # LearningRateMonitor refuses to run without a logger.
+        runs["project without logger and lr_monitor"] = [
+            *PROJECT,
+            "~logger",
+            "~callbacks.lr_monitor",
+        ]
         runs["project with its progress bar"] = []
         runs["project, no callbacks or logger"] = [
-            *PROJECT,
+            "trainer.enable_progress_bar=false",
             "callbacks=none",
-            "logger=null",
+            "~logger",
             "+trainer.enable_checkpointing=false",
         ]
     return runs
@@ -98,7 +102,7 @@ def main():
     args = parser.parse_args()
 
     project = setup(args)
-    runs = variants(args.breakdown)
+    runs = variants(project, args.breakdown)
     names = list(runs)
     epoch_s = {name: [] for name in names}
     ratios = {name: [] for name in names}
