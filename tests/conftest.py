@@ -9,6 +9,9 @@ import pytest
 from cookiecutter.main import cookiecutter
 
 REPO = Path(__file__).parents[1]
+# One torch thread per process that the tests start: the rendered projects train tiny models, and
+# threads that compete for busy cores slow every step several times over.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def render(output_dir: Path, **context) -> Path:

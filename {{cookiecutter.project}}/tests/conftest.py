@@ -12,6 +12,9 @@ from omegaconf import DictConfig, open_dict
 
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
+# One torch thread per process (this one, and the CLI and DDP processes it starts): the test
+# models are tiny, and threads that compete for busy cores slow every step several times over.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 # CSV logging and no progress bars or summaries: quiet, fast runs with real log files.
 QUIET = [
     "logger=csv",

@@ -1,0 +1,37 @@
+"""model.compile=true: training runs through torch.compile and leaves ordinary checkpoints."""
+
+import pytest
+import torch
+from conftest import compose_config
+
+from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, load_model
+from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model, build_trainer
+
+
+def record_compiling(model) -> list[bool]:
+    """For each call of the model's network: was it being traced by torch.compile?"""
+    calls = []
+    model.net.register_forward_pre_hook(lambda *_: calls.append(torch.compiler.is_compiling()))
+    return calls
+
+
+@pytest.mark.slow  # compiling the network's train and eval graphs takes a while on CPU
+def test_compiled_training_saves_the_same_keys_and_reloads_eagerly(tmp_path):
+    short = [
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=4",
+        "+trainer.limit_val_batches=2",
+    ]
+    cfg = compose_config("train", tmp_path, [*short, "model.compile=true"])
+    model = build_model(cfg)
+    calls = record_compiling(model)
+    build_trainer(cfg).fit(model, datamodule=build_datamodule(cfg))
+    assert any(calls)
+
+    best = tmp_path / "checkpoints" / "best.ckpt"
+    eager = build_model(compose_config("train", tmp_path / "eager"))
+    assert load_checkpoint(best)["state_dict"].keys() == eager.state_dict().keys()
+    reloaded = load_model(best)  # what eval and export do: rebuilt from the checkpoint, eager
+    calls = record_compiling(reloaded)
+    assert reloaded(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
+    assert calls == [False]
