@@ -1,4 +1,4 @@
-"""Shared test helpers: compose the same configs users run, train once per session, call the CLI."""
+"""Test helpers: compose the configs users run, train once per session, call the CLI."""
 
 import os
 import subprocess
@@ -60,11 +60,11 @@ def run_cli(
 
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
-    """A run directory of a short real training run, shared by tests that only read it."""
+    """A real training run with the default config, shared by tests that only read it."""
     from {{ cookiecutter.package }}.train import train
 
     output_dir = tmp_path_factory.mktemp("trained")
-    train(compose_config("train", output_dir, ["trainer.max_epochs=4"]))
+    train(compose_config("train", output_dir))
     return output_dir
 
 

@@ -5,7 +5,11 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, compose_config, run_cli
+
+from {{ cookiecutter.package }}.eval import evaluate
+from {{ cookiecutter.package }}.train import train
+from {{ cookiecutter.package }}.utils.errors import UserError
 
 
 def first_line(result) -> str:
@@ -36,9 +40,7 @@ def test_config_only_commands_do_not_import_torch(flags):
 @pytest.mark.parametrize(
     ("script", "overrides", "expected"),
     [
-        ("eval.py", [], "eval needs a checkpoint: pass ckpt_path="),
-        ("eval.py", ["ckpt_path=missing.ckpt"], "ckpt_path 'missing.ckpt' is not a file"),
-        ("train.py", ["ckpt_path=missing.ckpt"], "ckpt_path 'missing.ckpt' is not a file"),
+        ("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path="),
         ("train.py", ["trainer=tpu_pod"], "Could not find 'trainer/tpu_pod'"),
         ("train.py", ["trainer.max_epoch=3"], "Could not override 'trainer.max_epoch'"),
     ],
@@ -50,13 +52,20 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
     assert expected in first_line(result)
 
 
-def test_unreadable_checkpoint_gives_one_clear_line(tmp_path):
+def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
+    """In process: the CLI prints any UserError as one line, as the test above shows."""
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
-    result = run_cli(
-        "eval.py", f"ckpt_path={broken}", f"hydra.run.dir={tmp_path / 'run'}", timeout=120
-    )
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr
-    assert "is not a readable checkpoint" in first_line(result)
-
+    missing = "ckpt_path 'missing.ckpt' is not a file; pass ckpt_path="
+    unreadable = f"{broken} is not a readable checkpoint (truncated or corrupt?)"
+    cases = [
+        (train, "train", "missing.ckpt", missing),
+        (evaluate, "eval", "missing.ckpt", missing),
+        (evaluate, "eval", broken, unreadable),
+    ]
+    for task, name, ckpt, message in cases:
+        with pytest.raises(UserError) as error:
+            task(compose_config(name, tmp_path / name, [f"ckpt_path={ckpt}"]))
+        assert str(error.value).startswith(message)
+        assert "\n" not in str(error.value)
+    assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()

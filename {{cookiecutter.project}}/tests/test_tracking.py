@@ -39,6 +39,7 @@ def logged_run(tmp_path_factory):
             "+logger.wandb.offline=true",
             f"tags=[{','.join(TAGS)}]",
             "trainer.max_epochs=2",
+            "callbacks.confusion_matrix.every_n_epochs=1",
             "trainer.log_every_n_steps=2",
             "+trainer.limit_train_batches=4",
             "+trainer.limit_val_batches=2",
@@ -152,7 +153,7 @@ def test_run_metadata_and_resolved_config_are_saved(logged_run):
     assert metadata["parameters"]["trainable"] == metadata["parameters"]["total"]
     versions = metadata["versions"]
     assert versions["torch"] == torch.__version__
-    assert {"python", "pytorch_lightning", {{ cookiecutter.project | tojson }}} <= versions.keys()
+    assert {"python", "pytorch_lightning", "digit-classifier"} <= versions.keys()
     assert set(metadata["git"]) == {"commit", "dirty"}
     saved = (output_dir / "config.yaml").read_text()
     assert "${" not in saved

@@ -5,23 +5,25 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 from matplotlib.figure import Figure
-from pytorch_lightning.utilities import rank_zero_only
 from torchmetrics.classification import MulticlassConfusionMatrix
 
 from ..utils.images import log_image, save_png, to_rgb
 
 
 class ConfusionMatrixImage(pl.Callback):
-    """At the end of each validation, logs `val/confusion_matrix` to every logger that takes
-    images and saves the latest as `<dirpath>/confusion_matrix.png`.
+    """Logs `val/confusion_matrix` to every logger that takes images, at the end of every
+    `every_n_epochs`-th validation and of the last one, and saves it as
+    `<dirpath>/confusion_matrix.png`.
 
-    The model is run once more on each validation batch, under the trainer's precision (AMP
-    included), so any classifier works unchanged.
+    The matrix is counted on the device from the logits `validation_step` returns; drawing it
+    costs far more than a training epoch of a small model, hence not every epoch.
     """
 
-    def __init__(self, dirpath: str, num_classes: int):
+    def __init__(self, dirpath: str, num_classes: int, every_n_epochs: int = 5):
         self.dirpath = Path(dirpath)
-        self.matrix = MulticlassConfusionMatrix(num_classes)
+        self.every_n_epochs = every_n_epochs
+        self.matrix = MulticlassConfusionMatrix(num_classes, validate_args=False)
+        self.pending = None  # the latest matrix not drawn yet
 
     def on_validation_epoch_start(self, trainer, pl_module):
         self.matrix = self.matrix.to(pl_module.device)
@@ -30,24 +32,27 @@ class ConfusionMatrixImage(pl.Callback):
     def on_validation_batch_end(
         self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0
     ):
-        if trainer.sanity_checking:
-            return
-        x, y = batch
-        with trainer.precision_plugin.forward_context():
-            self.matrix.update(pl_module(x).argmax(dim=-1), y)
+        if not trainer.sanity_checking:
+            self.matrix.update(outputs.argmax(dim=-1), batch[1])
 
     def on_validation_epoch_end(self, trainer, pl_module):
         if trainer.sanity_checking:
             return
-        matrix = self.matrix.compute().cpu().numpy()  # summed over DDP processes: call on all
-        names = getattr(trainer.datamodule, "class_names", None) or list(range(len(matrix)))
-        self._publish(trainer, draw(matrix, names))
+        self.pending = self.matrix.compute().cpu().numpy()  # summed over DDP processes
+        if (trainer.current_epoch + 1) % self.every_n_epochs == 0:
+            self._publish(trainer)
 
-    @rank_zero_only
-    def _publish(self, trainer, figure: Figure) -> None:
-        image = to_rgb(figure)
-        save_png(image, self.dirpath / "confusion_matrix.png")
-        log_image(trainer.loggers, "val/confusion_matrix", image, trainer.global_step)
+    def on_train_end(self, trainer, pl_module):
+        if self.pending is not None:
+            self._publish(trainer)
+
+    def _publish(self, trainer) -> None:
+        matrix, self.pending = self.pending, None
+        if trainer.is_global_zero:
+            names = getattr(trainer.datamodule, "class_names", None) or list(range(len(matrix)))
+            image = to_rgb(draw(matrix, names))
+            save_png(image, self.dirpath / "confusion_matrix.png")
+            log_image(trainer.loggers, "val/confusion_matrix", image, trainer.global_step)
 
 
 def draw(matrix: np.ndarray, class_names: list) -> Figure:

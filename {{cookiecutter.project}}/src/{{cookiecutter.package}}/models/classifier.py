@@ -42,7 +42,7 @@ class Classifier(pl.LightningModule):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
 
-    def _step(self, batch, stage: str) -> torch.Tensor:
+    def _step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
         logits = self(x)
         loss = F.cross_entropy(logits, y)
@@ -58,7 +58,7 @@ class Classifier(pl.LightningModule):
             mean_loss.update(loss, weight=len(y))
             self.log(f"{stage}/loss", mean_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log(f"{stage}/acc", accuracy, on_step=False, on_epoch=True, prog_bar=True)
-        return loss
+        return loss, logits
 
     def setup(self, stage: str):
         # Only for fitting: eval and export rebuild the model from its checkpoint, eager.
@@ -66,10 +66,11 @@ class Classifier(pl.LightningModule):
             self.net.compile()
 
     def training_step(self, batch, batch_idx):
-        return self._step(batch, "train")
+        return self._step(batch, "train")[0]
 
     def validation_step(self, batch, batch_idx):
-        self._step(batch, "val")
+        # The logits reach callbacks as `outputs`, e.g. for the confusion matrix.
+        return self._step(batch, "val")[1]
 
     def on_validation_epoch_end(self):
         if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
@@ -90,4 +91,7 @@ class Classifier(pl.LightningModule):
             return optimizer
         scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
         # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"}}
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"},
+        }
