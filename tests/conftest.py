@@ -15,16 +15,23 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 def render(output_dir: Path, **context) -> Path:
-    """Renders the template with `context` over the defaults, without prompts; returns the project."""
-    project = cookiecutter(str(REPO), no_input=True, extra_context=context, output_dir=str(output_dir))
+    """Renders the template with `context` over the defaults, no prompts; returns the project."""
+    project = cookiecutter(
+        str(REPO), no_input=True, extra_context=context, output_dir=str(output_dir)
+    )
     return Path(project)
 
 
 def run_in(project: Path, *command: str, timeout: int = 600, env: dict | None = None):
-    """Runs a command inside a rendered project, with its `src` importable as after `pip install -e .`."""
+    """Runs a command in a rendered project, its `src` importable as after `pip install -e .`."""
     env = {**os.environ, "PYTHONPATH": str(project / "src"), **(env or {})}
     return subprocess.run(
-        [sys.executable, *command], cwd=project, env=env, capture_output=True, text=True, timeout=timeout
+        [sys.executable, *command],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 

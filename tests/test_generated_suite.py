@@ -6,8 +6,19 @@ from conftest import run_in
 
 
 def test_default_project_test_suite_passes(default_project):
-    result = run_in(default_project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--durations=15", timeout=900)
+    result = run_in(
+        default_project,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--durations=15",
+        timeout=900,
+    )
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
-    assert re.search(r"\d+ passed", summary) and "failed" not in summary and "skipped" not in summary
+    assert (
+        re.search(r"\d+ passed", summary) and "failed" not in summary and "skipped" not in summary
+    )
     print(result.stdout[-2500:])  # the slowest tests, for the CI log

@@ -1,34 +1,58 @@
-"""The pre-generation hook rejects bad answers in one line and cookiecutter leaves nothing behind."""
+"""The pre-generation hook rejects bad answers in one line; cookiecutter leaves nothing behind."""
 
 import importlib.util
 
 import pytest
+from conftest import REPO
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
-from conftest import REPO
-
-spec = importlib.util.spec_from_file_location("pre_gen_project", REPO / "hooks" / "pre_gen_project.py")
+spec = importlib.util.spec_from_file_location(
+    "pre_gen_project", REPO / "hooks" / "pre_gen_project.py"
+)
 hook = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(hook)  # the rendered block runs only as __main__
 
 REJECTED = [
-    ({"package": "My-Package"}, "package 'My-Package' must be a lowercase Python identifier", "my_package"),
+    (
+        {"package": "My-Package"},
+        "package 'My-Package' must be a lowercase Python identifier",
+        "my_package",
+    ),
     ({"package": "3d_digits"}, "must be a lowercase Python identifier", "p3d_digits"),
     ({"package": "class"}, "package 'class' is a Python keyword", "class_project"),
     ({"package": "json"}, "would shadow the standard library", "json_project"),
     *(
         ({"package": name}, f"package {name!r} would shadow a dependency", f"{name}_project")
-        for name in ["torch", "pytorch_lightning", "hydra", "numpy", "sklearn", "onnx", "test", "tests"]
+        for name in [
+            "torch",
+            "pytorch_lightning",
+            "hydra",
+            "numpy",
+            "sklearn",
+            "onnx",
+            "test",
+            "tests",
+        ]
     ),
-    ({"project": "Digit Classifier"}, "project 'Digit Classifier' is not a valid distribution name", "digit-classifier"),
+    (
+        {"project": "Digit Classifier"},
+        "project 'Digit Classifier' is not a valid distribution name",
+        "digit-classifier",
+    ),
     ({"project": "-digits"}, "is not a valid distribution name", "digits"),
-    ({"email": "nobody.example.com"}, "email 'nobody.example.com' is not an email address", "you@example.com"),
+    (
+        {"email": "nobody.example.com"},
+        "email 'nobody.example.com' is not an email address",
+        "you@example.com",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("answers", "message", "suggestion"), REJECTED)
-def test_rejected_answer_fails_with_one_line_and_leaves_nothing(answers, message, suggestion, tmp_path, capfd):
+def test_rejected_answer_fails_with_one_line_and_leaves_nothing(
+    answers, message, suggestion, tmp_path, capfd
+):
     with pytest.raises(FailedHookException):
         cookiecutter(str(REPO), no_input=True, extra_context=answers, output_dir=str(tmp_path))
     lines = capfd.readouterr().err.strip().splitlines()
@@ -44,8 +68,14 @@ def test_suggested_package_names_are_accepted(suggested):
 
 
 def test_valid_answers_pass():
-    answers = {"project": "digit-classifier", "package": "digit_classifier", "email": "a@b.org",
-               "python_version": "3.11", "logger": "wandb", "license": "MIT"}
+    answers = {
+        "project": "digit-classifier",
+        "package": "digit_classifier",
+        "email": "a@b.org",
+        "python_version": "3.11",
+        "logger": "wandb",
+        "license": "MIT",
+    }
     assert hook.first_problem(answers) is None
     assert "logger 'neptune' is not one of" in hook.first_problem({**answers, "logger": "neptune"})
 

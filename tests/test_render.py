@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import render
 
 CHOICES = [
@@ -28,7 +27,12 @@ def assert_clean(project: Path):
     for name in files(project) - RAW:
         text = (project / name).read_text()
         assert "{{" not in text and "{%" not in text, f"unrendered Jinja in {name}"
-    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", "."], cwd=project, capture_output=True, text=True)
+    lint = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--no-cache", "."],
+        cwd=project,
+        capture_output=True,
+        text=True,
+    )
     assert lint.returncode == 0, lint.stdout
 
 
@@ -37,17 +41,36 @@ def choice_project(request, tmp_path_factory) -> tuple[dict, Path]:
     return request.param, render(tmp_path_factory.mktemp("choice"), **request.param)
 
 
-def test_default_render_is_clean(default_project):
-    assert_clean(default_project)
-    assert not (default_project / "licenses").exists()
-    assert (default_project / "LICENSE").read_text().startswith("MIT License")
+@pytest.fixture(scope="module")
+def fresh_default(tmp_path_factory) -> Path:
+    """A default render no test runs anything in (the shared one gains logs and caches)."""
+    return render(tmp_path_factory.mktemp("fresh"))
 
 
-def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(choice_project, default_project):
+def test_default_render_holds_exactly_the_expected_files(fresh_default):
+    expected = (Path(__file__).parent / "expected_tree.txt").read_text().split()
+    assert sorted(files(fresh_default)) == [
+        name.format(package="digit_classifier") for name in expected
+    ]
+
+
+def test_default_render_is_clean(fresh_default):
+    assert_clean(fresh_default)
+    assert not (fresh_default / "licenses").exists()
+    assert (fresh_default / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(
+    choice_project, fresh_default
+):
     choice, project = choice_project
     assert_clean(project)
-    assert files(project) == files(default_project)
-    changed = {name for name in files(project) if (project / name).read_bytes() != (default_project / name).read_bytes()}
+    assert files(project) == files(fresh_default)
+    changed = {
+        name
+        for name in files(project)
+        if (project / name).read_bytes() != (fresh_default / name).read_bytes()
+    }
     assert changed <= {"LICENSE", "pyproject.toml", "configs/train.yaml"}
 
     pyproject = tomllib.loads((project / "pyproject.toml").read_text())
@@ -57,21 +80,46 @@ def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(choice
 
 
 def test_choice_render_trains_with_its_default_logger(choice_project, tmp_path):
-    """The parts a choice changes, exercised: its configs compose and a short run logs with its logger."""
+    """What a choice changes, exercised: its configs compose, a short run logs with its logger."""
     choice, project = choice_project
-    env = {"PYTHONPATH": str(project / "src"), "WANDB_MODE": "offline", "PATH": __import__("os").environ["PATH"]}
+    env = {
+        "PYTHONPATH": str(project / "src"),
+        "WANDB_MODE": "offline",
+        "PATH": __import__("os").environ["PATH"],
+    }
     run_dir = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "train.py", "debug=limit", "trainer.enable_progress_bar=false", "~callbacks.rich_progress_bar",
-         f"hydra.run.dir={run_dir}", f"paths.log_dir={tmp_path / 'logs'}"],
-        cwd=project, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "train.py",
+            "debug=limit",
+            "trainer.enable_progress_bar=false",
+            "~callbacks.rich_progress_bar",
+            f"hydra.run.dir={run_dir}",
+            f"paths.log_dir={tmp_path / 'logs'}",
+        ],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert json.loads((run_dir / "metrics.json").read_text())["test/acc"] > 0
-    written = {"wandb": run_dir / "wandb", "mlflow": tmp_path / "logs" / "mlflow.db", "csv": run_dir / "csv" / "metrics.csv"}
+    written = {
+        "wandb": run_dir / "wandb",
+        "mlflow": tmp_path / "logs" / "mlflow.db",
+        "csv": run_dir / "csv" / "metrics.csv",
+    }
     assert written[choice["logger"]].exists()
-    suite = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py"],
-                           cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    suite = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert suite.returncode == 0, suite.stdout[-3000:]
 
 
