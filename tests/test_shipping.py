@@ -95,7 +95,8 @@ def test_pre_commit_hooks_pass_offline_on_a_fresh_render(tmp_path):
     results = [line for line in output.stdout.splitlines() if line.startswith(tuple(hooks))]
     # Each hook ran on files and passed: "Skipped" (no files matched) would prove nothing.
     assert len(results) == len(hooks) and all(line.endswith("Passed") for line in results)
-    assert run("git", "status", "--porcelain", cwd=project).stdout == ""
+    # and changed nothing: the working tree still matches what was staged before the hooks ran.
+    assert run("git", "diff", "--name-only", cwd=project).stdout == ""
 
 
 def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):

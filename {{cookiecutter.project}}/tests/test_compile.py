@@ -4,8 +4,15 @@ import pytest
 import torch
 from conftest import compose_config
 
-from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, load_model
-from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model, build_trainer
+from {{ cookiecutter.package }}.utils.checkpoint import (
+    load_checkpoint,
+    load_model,
+)
+from {{ cookiecutter.package }}.utils.instantiate import (
+    build_datamodule,
+    build_model,
+    build_trainer,
+)
 
 
 def record_compiling(model) -> list[bool]:

@@ -5,7 +5,11 @@ import torch
 from conftest import CONFIGS, compose_config
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model, instantiate_group
+from {{ cookiecutter.package }}.utils.instantiate import (
+    build_datamodule,
+    build_model,
+    instantiate_group,
+)
 
 GROUPS = ["data", "model", "trainer", "callbacks", "logger", "debug", "experiment"]
 ACCELERATORS = {

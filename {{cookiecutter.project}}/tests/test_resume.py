@@ -12,7 +12,10 @@ import torch
 from conftest import QUIET, ROOT, compose_config, run_cli
 
 from {{ cookiecutter.package }}.train import train
-from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, resume_path
+from {{ cookiecutter.package }}.utils.checkpoint import (
+    load_checkpoint,
+    resume_path,
+)
 from {{ cookiecutter.package }}.utils.errors import UserError
 
 SHORT = ["trainer.max_epochs=3", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]

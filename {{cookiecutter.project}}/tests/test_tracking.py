@@ -16,7 +16,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from {{ cookiecutter.package }}.train import train
 from {{ cookiecutter.package }}.utils.errors import UserError
-from {{ cookiecutter.package }}.utils.instantiate import build_model, build_trainer
+from {{ cookiecutter.package }}.utils.instantiate import (
+    build_model,
+    build_trainer,
+)
 from {{ cookiecutter.package }}.utils.metadata import git_state
 
 TAGS = ["digits", "readback"]

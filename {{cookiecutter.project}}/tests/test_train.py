@@ -96,7 +96,10 @@ class ModeProbe(pl.Callback):
 
 
 def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_path):
-    from {{ cookiecutter.package }}.utils.instantiate import build_datamodule, build_model
+    from {{ cookiecutter.package }}.utils.instantiate import (
+        build_datamodule,
+        build_model,
+    )
 
     cfg = compose_config("train", tmp_path, SHORT)
     model, probe = build_model(cfg), ModeProbe()
