@@ -25,6 +25,10 @@ python train.py
 run=$(ls -d logs/train/runs/* | tail -n 1)
 echo
 echo "Results of this run: $project/$run"
-echo "  metrics.json: $(tr -d '\n ' < "$run/metrics.json" | cut -c1-200)..."
-echo "  checkpoints:  $run/checkpoints/best.ckpt, last.ckpt"
+python - "$run/metrics.json" <<'PY'
+import json, sys
+metrics = json.load(open(sys.argv[1]))
+print(f"  test/acc {metrics['test/acc']:.4f}, val/acc_best {metrics['val/acc_best']:.4f} (metrics.json)")
+PY
+echo "  checkpoints: $project/$run/checkpoints/best.ckpt, last.ckpt"
 echo "Activate the environment with: source $workdir/.quickstart-venv/bin/activate"
