@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 from conftest import run_in
 from sklearn.datasets import load_digits
 
@@ -13,6 +14,7 @@ def read(path):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_train_export_predict_through_the_cli(default_project):
     runs = default_project / "logs" / "export_flow"
     train = run_in(

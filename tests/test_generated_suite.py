@@ -2,9 +2,11 @@
 
 import re
 
+import pytest
 from conftest import run_in
 
 
+@pytest.mark.slow
 def test_default_project_test_suite_passes(default_project):
     result = run_in(
         default_project,

@@ -80,6 +80,7 @@ def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(
     assert {"logger": choice["logger"]} in defaults
 
 
+@pytest.mark.slow
 def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project, tmp_path):
     """What a choice changes, exercised: a short run logs with the chosen default logger, and
     the project's own tests pass. Its multi-process tests (marked slow) override the logger and

@@ -43,6 +43,7 @@ def fresh_venv(path: Path) -> Path:
     return path / "bin" / "python"
 
 
+@pytest.mark.slow
 def test_wheel_runs_every_console_script_with_packaged_configs(default_project, tmp_path):
     run(sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(tmp_path),
         cwd=default_project)  # fmt: skip
