@@ -25,9 +25,13 @@ def staged(path: str | Path) -> Iterator[Path]:
         partial.unlink(missing_ok=True)
 
 
-def save_json(path: str | Path, data: dict) -> None:
+def save_text(path: str | Path, text: str) -> None:
     with staged(path) as partial:
-        partial.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+        partial.write_text(text)
+
+
+def save_json(path: str | Path, data: dict) -> None:
+    save_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def sha256(path: str | Path) -> str:

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.tree import Tree
 
-from .files import staged
+from .files import save_text
 from .run import write_json
 
 PROJECT = {{ cookiecutter.project | tojson }}
@@ -26,12 +26,8 @@ def record_run(cfg: DictConfig, model: torch.nn.Module, trainer: pl.Trainer) -> 
     output_dir = Path(cfg.paths.output_dir)
     console = Console(record=True)  # prints, and keeps the text for config_tree.log
     console.print(config_tree(cfg))
-    for name, text in {
-        "config_tree.log": console.export_text(),
-        "config.yaml": OmegaConf.to_yaml(cfg, resolve=True),
-    }.items():
-        with staged(output_dir / name) as partial:
-            partial.write_text(text)
+    save_text(output_dir / "config_tree.log", console.export_text())
+    save_text(output_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
 
     metadata = {
         "parameters": count_parameters(model),
