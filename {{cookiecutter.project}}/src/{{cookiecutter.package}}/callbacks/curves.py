@@ -9,6 +9,7 @@ from matplotlib.figure import Figure
 from pytorch_lightning.utilities import rank_zero_only
 
 from ..utils.images import save_png, to_rgb
+from ..utils.log_steps import is_logging_step
 
 # Recorded at each logging step; every other metric once per epoch.
 PER_STEP = ("train/loss", "lr")
@@ -26,8 +27,8 @@ class PlotCurves(pl.Callback):
         self.history: dict[str, list[tuple[int, float | torch.Tensor]]] = defaultdict(list)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        step, every = trainer.global_step, trainer.log_every_n_steps
-        if not every or step % every:
+        step = trainer.global_step
+        if not is_logging_step(trainer, step):
             return
         # Kept on the device: reading the loss now would make the host wait for the GPU.
         self.history["train/loss"].append((step, outputs["loss"].detach()))

@@ -6,6 +6,8 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 
+from ..utils.log_steps import is_logging_step
+
 
 class TrainingDiagnostics(pl.Callback):
     """Logs every `trainer.log_every_n_steps` optimizer steps, averaged over those steps:
@@ -46,8 +48,7 @@ class TrainingDiagnostics(pl.Callback):
         self._samples += extract_batch_size(batch)
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
-        every = trainer.log_every_n_steps
-        if every and (trainer.global_step + 1) % every == 0:
+        if is_logging_step(trainer, trainer.global_step + 1):
             norms = [p.grad.detach().norm() for p in pl_module.parameters() if p.grad is not None]
             self._grad_norm = torch.stack(norms).norm() if norms else None
 
