@@ -95,11 +95,15 @@ io.save_checkpoint(dict(state_dict=dict(w=torch.ones(2**20)), epoch=2), target)
     assert load_checkpoint(target)["epoch"] == 1
 
 
-def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path):
-    # Poisoned before step 8: the third batch of epoch 1, after epoch 0 was checkpointed.
+# The loss is read on the host at logging steps and before checkpoints. Poisoned before step 8,
+# the third batch of epoch 1: found at the logging step 10; with no logging step left in the
+# epoch, found when epoch 1's checkpoints are about to be written.
+@pytest.mark.parametrize("log_every_n_steps", [10, 50])
+def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, log_every_n_steps):
     poison = ["+callbacks.poison._target_=probes.PoisonWeights", "+callbacks.poison.step=8"]
+    logging = [f"trainer.log_every_n_steps={log_every_n_steps}"]
     with pytest.raises(UserError, match=r"train/loss is NaN or infinite at step 8 \(epoch 1\)"):
-        train(compose_config("train", tmp_path, [*SHORT, *poison]))
+        train(compose_config("train", tmp_path, [*SHORT, *poison, *logging]))
     last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert last["epoch"] == 0
     assert all(

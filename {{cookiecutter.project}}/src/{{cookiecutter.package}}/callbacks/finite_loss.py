@@ -1,24 +1,54 @@
-"""Stops training at the first NaN or infinite loss, before it can reach the weights."""
+"""Stops training at a NaN or infinite loss, before any checkpoint can take in its weights."""
 
 import pytorch_lightning as pl
 import torch
 
 from ..utils.errors import UserError
+from ..utils.log_steps import is_logging_step
+
+NOT_SEEN = torch.iinfo(torch.int64).max
 
 
 class StopOnNonFiniteLoss(pl.Callback):
-    """Raises one clear line naming the step. The check runs before the backward pass, so the
-    weights and every checkpoint saved so far stay as they were."""
+    """Raises one clear line naming the first step whose loss was NaN or infinite.
+
+    The losses stay on the device and are read on the host only at logging steps, at the end of
+    each epoch and before each checkpoint is written: reading each one at its own step would make
+    the host wait for the GPU every step. A few steps may run on broken weights until then, but
+    no checkpoint ever holds them.
+    """
+
+    def __init__(self):
+        self._losses: list[torch.Tensor] = []  # since the last check
+        self._steps: list[int] = []
 
     def on_before_backward(self, trainer, pl_module, loss: torch.Tensor) -> None:
-        finite = bool(torch.isfinite(loss))
-        if trainer.world_size > 1:
-            # Decided together: a bad loss on one rank reaches every rank through the gradient
-            # all-reduce, and a rank that stopped alone would leave the others waiting for it.
-            finite = trainer.strategy.reduce_boolean_decision(finite, all=True)
-        if not finite:
+        self._losses.append(loss.detach())
+        self._steps.append(trainer.global_step)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if is_logging_step(trainer, trainer.global_step):
+            self._check(trainer, pl_module)
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        self._check(trainer, pl_module)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        self._check(trainer, pl_module)
+
+    def _check(self, trainer, pl_module) -> None:
+        first_bad = torch.tensor(NOT_SEEN, device=pl_module.device)
+        if self._losses:
+            finite = torch.isfinite(torch.stack(self._losses))
+            steps = torch.tensor(self._steps, device=finite.device)
+            first_bad = torch.where(finite, NOT_SEEN, steps).min()
+            self._losses, self._steps = [], []
+        # Every rank checks at the same points: a bad loss on one rank reaches every rank through
+        # the gradient all-reduce, and a rank that stopped alone would leave the others waiting.
+        step = int(trainer.strategy.reduce(first_bad, reduce_op="min"))
+        if step != NOT_SEEN:
             raise UserError(
-                f"training stopped: train/loss is NaN or infinite at step {trainer.global_step} "
-                f"(epoch {trainer.current_epoch}); checkpoints saved before it are intact. "
+                f"training stopped: train/loss is NaN or infinite at step {step} "
+                f"(epoch {trainer.current_epoch}); no checkpoint holds its weights. "
                 "Lower model.optimizer.lr or set trainer.gradient_clip_val"
             )
