@@ -191,3 +191,28 @@ def test_missing_logger_package_names_the_extra_before_training(package, tmp_pat
         build_trainer(cfg)
     assert "\n" not in str(error.value)
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_the_progress_bar_reads_logged_metrics_at_logging_steps_only(tmp_path, monkeypatch):
+    """On a GPU each read of the logged metrics makes the host wait for the device; Lightning's
+    rich progress bar reads them after every batch, the project's only when new values arrive."""
+    import pytorch_lightning as pl
+
+    reads = []
+    metrics = pl.Trainer.progress_bar_metrics
+    monkeypatch.setattr(
+        pl.Trainer,
+        "progress_bar_metrics",
+        property(lambda trainer: reads.append(trainer.global_step) or metrics.fget(trainer)),
+    )
+    overrides = [
+        "logger=csv",
+        "trainer.enable_model_summary=false",
+        "trainer.max_epochs=2",
+        "trainer.log_every_n_steps=4",
+        "+trainer.limit_train_batches=8",
+        "+trainer.limit_val_batches=2",
+        "test=false",
+    ]
+    train(compose_config("train", tmp_path, overrides, quiet=False))
+    assert set(reads) == {0, 4, 8, 12, 16}  # 0: the sanity-check validation

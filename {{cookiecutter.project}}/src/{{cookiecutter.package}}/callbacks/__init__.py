@@ -1,5 +1,6 @@
 from .confusion_matrix import ConfusionMatrixImage
 from .curves import PlotCurves
 from .diagnostics import TrainingDiagnostics
+from .progress import ProgressBar
 
-__all__ = ["ConfusionMatrixImage", "PlotCurves", "TrainingDiagnostics"]
+__all__ = ["ConfusionMatrixImage", "PlotCurves", "ProgressBar", "TrainingDiagnostics"]
