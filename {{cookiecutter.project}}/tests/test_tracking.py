@@ -42,7 +42,7 @@ def logged_run(tmp_path_factory):
             "+logger.wandb.offline=true",
             f"tags=[{','.join(TAGS)}]",
             "trainer.max_epochs=2",
-            "callbacks.confusion_matrix.every_n_epochs=1",
+            "callbacks.confusion_matrix.min_interval_s=0",
             "trainer.log_every_n_steps=2",
             "+trainer.limit_train_batches=4",
             "+trainer.limit_val_batches=2",
