@@ -28,23 +28,25 @@ class StopOnNonFiniteLoss(pl.Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if is_logging_step(trainer, trainer.global_step):
-            self._check(trainer, pl_module)
+            self._check(trainer)
 
     def on_train_epoch_end(self, trainer, pl_module):
-        self._check(trainer, pl_module)
+        self._check(trainer)
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint):
-        self._check(trainer, pl_module)
+        self._check(trainer)
 
-    def _check(self, trainer, pl_module) -> None:
-        first_bad = torch.tensor(NOT_SEEN, device=pl_module.device)
-        if self._losses:
-            finite = torch.isfinite(torch.stack(self._losses))
-            steps = torch.tensor(self._steps, device=finite.device)
-            first_bad = torch.where(finite, NOT_SEEN, steps).min()
-            self._losses, self._steps = [], []
-        # Every rank checks at the same points: a bad loss on one rank reaches every rank through
-        # the gradient all-reduce, and a rank that stopped alone would leave the others waiting.
+    def _check(self, trainer) -> None:
+        # Nothing new since the last check (e.g. a second checkpoint in the same epoch): every
+        # rank takes the same steps, so all of them skip together.
+        if not self._losses:
+            return
+        finite = torch.isfinite(torch.stack(self._losses))
+        steps = torch.tensor(self._steps, device=finite.device)
+        first_bad = torch.where(finite, NOT_SEEN, steps).min()
+        self._losses, self._steps = [], []
+        # Decided together: a bad loss on one rank reaches every rank through the gradient
+        # all-reduce, and a rank that stopped alone would leave the others waiting.
         step = int(trainer.strategy.reduce(first_bad, reduce_op="min"))
         if step != NOT_SEEN:
             raise UserError(
