@@ -49,8 +49,9 @@ class TrainingDiagnostics(pl.Callback):
 
     def on_before_optimizer_step(self, trainer, pl_module, optimizer):
         if is_logging_step(trainer, trainer.global_step + 1):
-            norms = [p.grad.detach().norm() for p in pl_module.parameters() if p.grad is not None]
-            self._grad_norm = torch.stack(norms).norm() if norms else None
+            grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+            # One fused call rather than a norm per parameter.
+            self._grad_norm = torch.nn.utils.get_total_norm(grads) if grads else None
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         if self._grad_norm is None:  # not a logging step
