@@ -88,7 +88,7 @@ class Classifier(pl.LightningModule):
         self.log_dict({"val/loss": self.val_loss, "val/acc": self.val_acc}, prog_bar=True)
         if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
             return
-        self.val_acc_best(self.val_acc.compute())
+        self.val_acc_best.update(self.val_acc.compute())
         self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
 
     def test_step(self, batch, batch_idx):
