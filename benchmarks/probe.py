@@ -9,6 +9,7 @@
 """
 
 import json
+import resource
 import sys
 import time
 from pathlib import Path
@@ -26,12 +27,20 @@ class Clock:
     (or `end`), validation and every epoch-end hook included."""
 
     def __init__(self):
-        self.times = {"epoch_starts": [], "train": [], "wait": [], "first_step": None, "end": None}
+        self.times = {
+            "epoch_starts": [],
+            "page_faults": [],  # minor faults so far, at each epoch start
+            "train": [],
+            "wait": [],
+            "first_step": None,
+            "end": None,
+        }
         self._wait = 0.0
         self._last = None
 
     def epoch_start(self):
         self.times["epoch_starts"].append(time.time())
+        self.times["page_faults"].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
         self._wait, self._start = 0.0, time.perf_counter()
         self._last = self._start
 

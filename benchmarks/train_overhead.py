@@ -7,7 +7,8 @@ machine slows all of them alike. An epoch is one pass over the training split pl
 validation pass and every epoch-end hook. A run's steady-state time is the mean of its epochs
 without the first (warm-up) and the last (it ends with the one-off pictures drawn when training
 ends): the mean, not the median, so that work done every few epochs counts in full. Ratios are
-taken within each round, then the median over rounds is reported.
+taken within each round, then the median over rounds is reported, with the minor page faults per
+epoch (see --default-malloc in common.py).
 
 --breakdown adds the project with each default callback (and the logger) removed in turn: the
 difference to the full project is what that piece costs per epoch.
@@ -83,10 +84,11 @@ def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) 
     return json.loads(times.read_text())
 
 
-def steady_epoch(times: dict) -> float:
-    """Mean seconds per epoch between the first epoch's end and the last epoch's start."""
-    starts = times["epoch_starts"]
-    return (starts[-1] - starts[1]) / (len(starts) - 2)
+def steady_epoch(times: dict, key: str = "epoch_starts") -> float:
+    """Mean per epoch between the first epoch's end and the last epoch's start: seconds, or with
+    key="page_faults" the minor page faults."""
+    marks = times[key]
+    return (marks[-1] - marks[1]) / (len(marks) - 2)
 
 
 def main():
@@ -107,16 +109,17 @@ def main():
     runs = variants(project, args.breakdown)
     names = list(runs)
     epoch_s = {name: [] for name in names}
+    faults = {name: [] for name in names}
     ratios = {name: [] for name in names}
     with tempfile.TemporaryDirectory(prefix="bench-train-") as scratch:
         for round_ in range(args.pairs):
             order = names[round_ % len(names) :] + names[: round_ % len(names)]
             seconds = {}
             for name in order:
-                seconds[name] = steady_epoch(
-                    train_once(project, runs[name], args.epochs, Path(scratch))
-                )
+                times = train_once(project, runs[name], args.epochs, Path(scratch))
+                seconds[name] = steady_epoch(times)
                 epoch_s[name].append(seconds[name])
+                faults[name].append(steady_epoch(times, "page_faults"))
             for name in names:
                 ratios[name].append(seconds[name] / seconds["hand-written loop"])
             print(
@@ -128,11 +131,16 @@ def main():
     base = median(epoch_s["project"])
     rows = []
     for name in names:
-        row = [name, median(epoch_s[name]), median(ratios[name])]
+        row = [name, median(epoch_s[name]), median(ratios[name]), round(median(faults[name]))]
         if args.breakdown:
             row.append((base - median(epoch_s[name])) * 1000)
         rows.append(row)
-    headers = ["variant", "s/epoch (median of rounds)", "x hand-written (median of rounds)"]
+    headers = [
+        "variant",
+        "s/epoch (median of rounds)",
+        "x hand-written (median of rounds)",
+        "page faults/epoch",
+    ]
     if args.breakdown:
         headers.append("ms/epoch saved vs project")
     report(
@@ -145,6 +153,7 @@ def main():
             "pairs": args.pairs,
             "epochs": args.epochs,
             "seconds_per_epoch": epoch_s,
+            "page_faults_per_epoch": faults,
             "ratio_to_handwritten": ratios,
         },
     )
