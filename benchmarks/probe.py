@@ -3,6 +3,8 @@
 - `EpochTimer`: a callback that the benchmarks add to `python train.py` with
   `+callbacks.zz_probe._target_=probe.EpochTimer +callbacks.zz_probe.path=<file>`; it writes
   wall-clock timestamps of the run (epoch starts, first step, time spent between batches).
+- `HookTimer`: added the same way, it writes the milliseconds per epoch spent in each hook of
+  the other callbacks, of the model and of the loggers.
 - `python probe.py handwritten|plain_lightning <epochs> <file>`: the same training done by a
   hand-written PyTorch loop, or by a plain Lightning setup, with the same timestamps.
 - `python probe.py loaders <file>`: batches per second of several ways to load the same tensors.
@@ -91,6 +93,68 @@ class EpochTimer(pl.Callback):
 
     def on_train_end(self, trainer, pl_module):
         self.clock.finish(self.path)
+
+
+class HookTimer(pl.Callback):
+    """Wall time spent in every hook of every other callback, of the LightningModule and of the
+    loggers' `log_metrics`/`save`, measured inside a real run (cold caches and all), written as
+    milliseconds per training epoch."""
+
+    HOOKS = (
+        "on_train_epoch_start",
+        "on_train_batch_start",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_before_zero_grad",
+        "on_train_batch_end",
+        "on_validation_epoch_start",
+        "on_validation_batch_start",
+        "on_validation_batch_end",
+        "on_validation_epoch_end",
+        "on_validation_end",
+        "on_train_epoch_end",
+        "on_save_checkpoint",
+        "state_dict",
+        "log_metrics",
+        "save",
+    )
+
+    def __init__(self, path: str):
+        self.path, self.seconds, self.epochs = path, {}, 0
+
+    def on_train_start(self, trainer, pl_module):
+        # After the sanity check: only the training epochs count.
+        for owner in [c for c in trainer.callbacks if c is not self] + [
+            pl_module,
+            *trainer.loggers,
+        ]:
+            for hook in self.HOOKS:
+                if callable(getattr(owner, hook, None)):
+                    self._wrap(owner, hook)
+
+    def _wrap(self, owner, hook: str) -> None:
+        # Two ModelCheckpoints (best, last) differ by what they monitor.
+        monitor = f"[{owner.monitor}]" if hasattr(owner, "monitor") else ""
+        original, name = getattr(owner, hook), f"{type(owner).__name__}{monitor}.{hook}"
+
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+
+        object.__setattr__(
+            owner, hook, timed
+        )  # past nn.Module's __setattr__, as a plain attribute
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        self.epochs += 1
+
+    def on_train_end(self, trainer, pl_module):
+        per_epoch = {name: 1000 * s / self.epochs for name, s in self.seconds.items()}
+        Path(self.path).write_text(json.dumps(per_epoch))
 
 
 def project_config(epochs: int):
