@@ -37,10 +37,11 @@ class RandomState(pl.Callback):
         if self._restored is None:
             return
         state, self._restored = self._restored, None
+        # Tensors, or lists in checkpoints written by earlier versions of this callback.
         version, words, gauss_next = state["python"]
-        random.setstate((version, tuple(words.tolist()), gauss_next))
+        random.setstate((version, tuple(torch.as_tensor(words).tolist()), gauss_next))
         name, keys, *rest = state["numpy"]
-        np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
+        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
         torch.set_rng_state(state["torch"])
         if state["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])
