@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from common import HERE, add_arguments, median, project_env, python, report, run, setup
-from train_overhead import PROJECT
+from train_overhead import PROJECT, train_with_probe
 
 
 def loader_rates(project: Path, scratch: Path) -> dict[str, float]:
@@ -30,18 +30,9 @@ def wait_fractions(project: Path, epochs: int, scratch: Path) -> tuple[float, fl
     """(probe's median over steady epochs, diagnostics' median over its logging windows)."""
     scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times, output = scratch / "times.json", scratch / "run"
-    overrides = [
-        *PROJECT,
-        "logger=csv",
-        f"trainer.max_epochs={epochs}",
-        f"trainer.min_epochs={epochs}",
-        "test=false",
-        f"hydra.run.dir={output}",
-        "+callbacks.zz_probe._target_=probe.EpochTimer",
-        f"+callbacks.zz_probe.path={times}",
-    ]
-    run(python("train.py", *overrides), project, project_env(project))
-    probe = json.loads(times.read_text())
+    probe = train_with_probe(
+        project, [*PROJECT, "logger=csv"], epochs, output, "EpochTimer", times
+    )
     probe_frac = median(
         [w / t for w, t in zip(probe["wait"][1:], probe["train"][1:], strict=True)]
     )

@@ -9,12 +9,11 @@ passes. They do not include Lightning's own cost of calling each hook on every c
 """
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
-from common import add_arguments, project_env, python, report, run, setup
-from train_overhead import PROJECT
+from common import add_arguments, report, setup
+from train_overhead import PROJECT, train_with_probe
 
 
 def main():
@@ -26,18 +25,10 @@ def main():
 
     project = setup(args)
     with tempfile.TemporaryDirectory(prefix="bench-hooks-") as scratch:
-        path = Path(scratch) / "hooks.json"
-        overrides = [
-            *PROJECT,
-            f"trainer.max_epochs={args.epochs}",
-            f"trainer.min_epochs={args.epochs}",
-            "test=false",
-            f"hydra.run.dir={Path(scratch) / 'run'}",
-            "+callbacks.zz_hooks._target_=probe.HookTimer",
-            f"+callbacks.zz_hooks.path={path}",
-        ]
-        run(python("train.py", *overrides), project, project_env(project))
-        per_epoch = json.loads(path.read_text())
+        scratch = Path(scratch)
+        per_epoch = train_with_probe(
+            project, PROJECT, args.epochs, scratch / "run", "HookTimer", scratch / "hooks.json"
+        )
     ranked = sorted(per_epoch.items(), key=lambda item: -item[1])
     report(
         "hook_costs",

@@ -125,10 +125,8 @@ class HookTimer(pl.Callback):
 
     def on_train_start(self, trainer, pl_module):
         # After the sanity check: only the training epochs count.
-        for owner in [c for c in trainer.callbacks if c is not self] + [
-            pl_module,
-            *trainer.loggers,
-        ]:
+        owners = [c for c in trainer.callbacks if c is not self] + [pl_module, *trainer.loggers]
+        for owner in owners:
             for hook in self.HOOKS:
                 if callable(getattr(owner, hook, None)):
                     self._wrap(owner, hook)
@@ -145,9 +143,8 @@ class HookTimer(pl.Callback):
             finally:
                 self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
 
-        object.__setattr__(
-            owner, hook, timed
-        )  # past nn.Module's __setattr__, as a plain attribute
+        # Past nn.Module's __setattr__: a plain attribute that shadows the method.
+        object.__setattr__(owner, hook, timed)
 
     def on_train_epoch_end(self, trainer, pl_module):
         self.epochs += 1

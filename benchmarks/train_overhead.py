@@ -60,6 +60,24 @@ def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
     return runs
 
 
+def train_with_probe(
+    project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
+) -> dict:
+    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probe.<probe>`
+    writing JSON to `output`; returns what it wrote."""
+    overrides = [
+        *overrides,
+        f"trainer.max_epochs={epochs}",
+        f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+        f"+callbacks.zz_probe._target_=probe.{probe}",
+        f"+callbacks.zz_probe.path={output}",
+    ]
+    run(python("train.py", *overrides), project, project_env(project))
+    return json.loads(output.read_text())
+
+
 def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
     """One training run in its own process; returns the probe's timestamps."""
     scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
@@ -70,18 +88,8 @@ def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) 
             project,
             project_env(project),
         )
-    else:
-        overrides = [
-            *how,
-            f"trainer.max_epochs={epochs}",
-            f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
-            "test=false",
-            f"hydra.run.dir={scratch / 'run'}",
-            "+callbacks.zz_probe._target_=probe.EpochTimer",
-            f"+callbacks.zz_probe.path={times}",
-        ]
-        run(python("train.py", *overrides), project, project_env(project))
-    return json.loads(times.read_text())
+        return json.loads(times.read_text())
+    return train_with_probe(project, how, epochs, scratch / "run", "EpochTimer", times)
 
 
 def steady_epoch(times: dict, key: str = "epoch_starts") -> float:
