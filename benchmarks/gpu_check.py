@@ -1,6 +1,8 @@
 """Trains the default project on one GPU in fp32, bf16-mixed and 16-mixed precision and under
 `trainer=ddp` with one device, side by side in one run, and prints training throughput
-(samples/s, measured after a warm-up epoch) and peak GPU memory of each.
+(samples/s, measured after a warm-up epoch) and peak GPU memory of each. Then trains once more
+with the default callbacks and reads the device memory the diagnostics logged
+(`perf/gpu_mem_gb`, `perf/gpu_mem_peak_gb`) back from the run's metrics.csv.
 
     python benchmarks/gpu_check.py                 # needs a CUDA GPU
     python benchmarks/gpu_check.py --dry-run       # the same code path on CPU, without the
@@ -11,6 +13,7 @@ this folder puts on PYTHONPATH, and results go to results/gpu_check.json.
 """
 
 import argparse
+import csv
 import json
 import sys
 import tempfile
@@ -34,6 +37,7 @@ GPU = {
     "16-mixed": ["trainer=gpu", "trainer.precision=16-mixed"],
     "ddp, 1 device": ["trainer=ddp", "trainer.devices=1", "trainer.precision=32-true"],
 }
+MEMORY_METRICS = ["perf/gpu_mem_gb", "perf/gpu_mem_peak_gb"]
 # --dry-run: the CPU counterparts, so the script can be checked on a machine without a GPU.
 CPU = {
     "fp32": ["trainer=cpu", "trainer.precision=32-true"],
@@ -70,6 +74,34 @@ class ThroughputProbe(pl.Callback):
             torch.cuda.synchronize()
 
 
+def train_command(run_dir: Path, epochs: int, dry_run: bool, *overrides: str) -> list[str]:
+    return python(
+        "train.py",
+        *overrides,
+        f"trainer.max_epochs={epochs}",
+        *(["+trainer.limit_train_batches=5"] if dry_run else []),
+        f"hydra.run.dir={run_dir}",
+    )
+
+
+def logged_memory(metrics_csv: Path, dry_run: bool) -> dict:
+    """The largest value of each device-memory metric in a run's metrics.csv. They are logged on
+    CUDA only: a GPU run without them, or a CPU run with them, is an error."""
+    rows = list(csv.DictReader(metrics_csv.open()))
+    found = {
+        name: max(float(row[name]) for row in rows if row.get(name))
+        for name in MEMORY_METRICS
+        if any(row.get(name) for row in rows)
+    }
+    if not any(row.get("perf/samples_per_sec") for row in rows):
+        sys.exit(f"error: the diagnostics callback logged nothing to {metrics_csv}")
+    if dry_run and found:
+        sys.exit(f"error: a CPU run logged device memory: {found}")
+    if not dry_run and (len(found) < len(MEMORY_METRICS) or min(found.values()) <= 0):
+        sys.exit(f"error: expected positive {MEMORY_METRICS} in {metrics_csv}, found {found}")
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_arguments(parser)
@@ -81,31 +113,37 @@ def main() -> None:
     settings, epochs = (CPU, 2) if args.dry_run else (GPU, args.epochs)
     project = setup(args)
     env = project_env(project)
-    rows, data = [], {}
+    rows, data, memory_logged = [], {}, {}
     with tempfile.TemporaryDirectory() as scratch:
         for name, overrides in settings.items():
             out = Path(scratch) / f"{len(rows)}.json"
-            command = python(
-                "train.py",
+            command = train_command(
+                Path(scratch) / f"run{len(rows)}",
+                epochs,
+                args.dry_run,
                 *QUIET,
                 *overrides,
-                f"trainer.max_epochs={epochs}",
-                *(["+trainer.limit_train_batches=5"] if args.dry_run else []),
                 "+callbacks.gpu_probe._target_=gpu_check.ThroughputProbe",
                 f"+callbacks.gpu_probe.path={out}",
-                f"hydra.run.dir={Path(scratch) / f'run{len(rows)}'}",
             )
             run(command, cwd=project, env=env)
             data[name] = json.loads(out.read_text())
             memory = data[name]["peak_memory_mib"]
             rows.append([name, data[name]["samples_per_s"], "n/a" if memory is None else memory])
+            # Printed now too, so that the output keeps it if a later setting fails.
+            print(f"{name}: {rows[-1][1]:.0f} samples/s, peak {rows[-1][2]} MiB", flush=True)
+        tracked = Path(scratch) / "tracked"
+        # The default callbacks (diagnostics among them), logging every 10 steps.
+        run(train_command(tracked, 2, args.dry_run, "logger=csv", settings["fp32"][0]), project, env)
+        memory_logged = logged_memory(tracked / "csv" / "metrics.csv", args.dry_run)
+    print("device memory logged by the diagnostics callback (GB, largest value):", memory_logged)
     device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()
     report(
         "gpu_check_dry_run" if args.dry_run else "gpu_check",
         f"Training the default model on {device}, {epochs} epochs per setting",
         ["setting", "samples/s", "peak memory (MiB)"],
         rows,
-        {"epochs": epochs, "device": device, "settings": data},
+        {"epochs": epochs, "device": device, "settings": data, "logged_memory_gb": memory_logged},
     )
 
 
