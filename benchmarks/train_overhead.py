@@ -22,7 +22,7 @@ from pathlib import Path
 from common import HERE, add_arguments, median, project_env, python, report, run, setup
 
 # The project as users run it, minus the progress bar (it only draws; the logger still logs).
-PROJECT = ["trainer.enable_progress_bar=false", "~callbacks.rich_progress_bar"]
+PROJECT = ["trainer.enable_progress_bar=false"]
 
 
 def default_callbacks(project: Path) -> list[str]:
@@ -55,7 +55,7 @@ def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
             "trainer.enable_progress_bar=false",
             "callbacks=none",
             "~logger",
-            "+trainer.enable_checkpointing=false",
+            "trainer.enable_checkpointing=false",
         ]
     return runs
 

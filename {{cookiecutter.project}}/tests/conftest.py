@@ -16,13 +16,7 @@ CONFIGS = ROOT / "configs"
 # models are tiny, and threads that compete for busy cores slow every step several times over.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # CSV logging and no progress bars or summaries: quiet, fast runs with real log files.
-QUIET = [
-    "logger=csv",
-    "trainer.enable_progress_bar=false",
-    "trainer.enable_model_summary=false",
-    "~callbacks.rich_progress_bar",
-    "~callbacks.rich_model_summary",
-]
+QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 
@@ -30,7 +24,7 @@ FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
     """The config `python <name>.py <overrides>` would run with, writing to `output_dir`."""
     if quiet:
-        overrides = [*(QUIET if name == "train" else QUIET[:3]), *overrides]
+        overrides = [*QUIET, *overrides]
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
         cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)

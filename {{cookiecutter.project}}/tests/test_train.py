@@ -5,9 +5,11 @@ import json
 import pytorch_lightning as pl
 import torch
 from conftest import compose_config
+from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
 from {{ cookiecutter.package }}.train import train
 from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint
+from {{ cookiecutter.package }}.utils.instantiate import build_trainer
 
 SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
 
@@ -34,6 +36,20 @@ def test_default_config_reaches_97_percent_and_leaves_its_files(trained_run):
 def test_short_run_learns(tmp_path):
     train(compose_config("train", tmp_path, SHORT))
     assert read_metrics(tmp_path)["test/acc"] > 0.5  # chance is 0.1
+
+
+def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path):
+    """With the default callbacks, Lightning alone refuses `enable_progress_bar=false` and
+    `enable_checkpointing=false`, and still prints a summary with `enable_model_summary=false`."""
+    flags = ["enable_progress_bar", "enable_model_summary", "enable_checkpointing"]
+    overrides = ["logger=csv", *SHORT, *(f"trainer.{flag}=false" for flag in flags)]
+    cfg = compose_config("train", tmp_path, overrides, quiet=False)
+    callbacks = build_trainer(cfg).callbacks
+    assert not [c for c in callbacks if isinstance(c, Checkpoint | ModelSummary | ProgressBar)]
+    assert any(isinstance(c, EarlyStopping) for c in callbacks)  # the others stay
+    train(cfg)
+    assert read_metrics(tmp_path)["best_model_path"] == ""
+    assert not (tmp_path / "checkpoints").exists()
 
 
 def test_checkpoints_hold_only_plain_values(trained_run):

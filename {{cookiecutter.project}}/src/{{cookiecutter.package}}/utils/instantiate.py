@@ -5,11 +5,19 @@ import importlib
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from pytorch_lightning.callbacks import Checkpoint, ModelSummary, ProgressBar
 
 from .errors import UserError
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}
+# Trainer flags that switch a feature off, and the callbacks that provide it. Lightning refuses a
+# progress bar or checkpoint callback when its flag is off, and keeps a summary callback printing.
+FEATURE_FLAGS = {
+    "enable_progress_bar": ProgressBar,
+    "enable_model_summary": ModelSummary,
+    "enable_checkpointing": Checkpoint,
+}
 
 
 def instantiate_group(group: DictConfig | None) -> list:
@@ -49,8 +57,9 @@ def require_logger_packages(group: DictConfig | None) -> None:
 
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
+    # `trainer.enable_progress_bar=false` and the like turn off the callbacks that provide it.
+    off = tuple(kind for flag, kind in FEATURE_FLAGS.items() if cfg.trainer.get(flag) is False)
+    callbacks = [c for c in instantiate_group(cfg.get("callbacks")) if not isinstance(c, off)]
     return instantiate(
-        cfg.trainer,
-        callbacks=instantiate_group(cfg.get("callbacks")),
-        logger=instantiate_group(cfg.get("logger")) or False,
+        cfg.trainer, callbacks=callbacks, logger=instantiate_group(cfg.get("logger")) or False
     )
