@@ -134,7 +134,11 @@ def main() -> None:
             print(f"{name}: {rows[-1][1]:.0f} samples/s, peak {rows[-1][2]} MiB", flush=True)
         tracked = Path(scratch) / "tracked"
         # The default callbacks (diagnostics among them), logging every 10 steps.
-        run(train_command(tracked, 2, args.dry_run, "logger=csv", settings["fp32"][0]), project, env)
+        run(
+            train_command(tracked, 2, args.dry_run, "logger=csv", settings["fp32"][0]),
+            project,
+            env,
+        )
         memory_logged = logged_memory(tracked / "csv" / "metrics.csv", args.dry_run)
     print("device memory logged by the diagnostics callback (GB, largest value):", memory_logged)
     device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()
