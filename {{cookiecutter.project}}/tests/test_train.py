@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 import pytorch_lightning as pl
 import torch
 from conftest import compose_config
@@ -9,6 +10,7 @@ from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary,
 
 from {{ cookiecutter.package }}.train import train
 from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint
+from {{ cookiecutter.package }}.utils.errors import UserError
 from {{ cookiecutter.package }}.utils.instantiate import build_trainer
 
 SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
@@ -50,6 +52,22 @@ def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path
     train(cfg)
     assert read_metrics(tmp_path)["best_model_path"] == ""
     assert not (tmp_path / "checkpoints").exists()
+
+
+def test_training_without_a_logger_still_writes_its_results(tmp_path):
+    """Lightning refuses the learning-rate monitor without a logger; it is dropped instead."""
+    train(compose_config("train", tmp_path, [*SHORT, "~logger"]))
+    assert read_metrics(tmp_path)["test/acc"] > 0.5
+    assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
+
+
+def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
+    cfg = compose_config("train", tmp_path, [*SHORT[:2], "+trainer.limit_val_batches=0"])
+    with pytest.raises(UserError, match="turns validation off.*add ~callbacks.early_stopping"):
+        build_trainer(cfg)
+    overrides = [*SHORT[:2], "+trainer.limit_val_batches=0", "~callbacks.early_stopping"]
+    train(compose_config("train", tmp_path, overrides))
+    assert read_metrics(tmp_path)["best_model_path"] == ""  # nothing to choose the best by
 
 
 def test_checkpoints_hold_only_plain_values(trained_run):

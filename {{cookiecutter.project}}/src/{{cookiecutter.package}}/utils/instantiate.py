@@ -5,7 +5,13 @@ import importlib
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig
-from pytorch_lightning.callbacks import Checkpoint, ModelSummary, ProgressBar
+from pytorch_lightning.callbacks import (
+    Checkpoint,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelSummary,
+    ProgressBar,
+)
 
 from .errors import UserError
 
@@ -55,11 +61,26 @@ def require_logger_packages(group: DictConfig | None) -> None:
             ) from None
 
 
+def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
+    """The configured callbacks, less those that the trainer's settings leave nothing to do."""
+    callbacks = instantiate_group(cfg.get("callbacks"))
+    if cfg.trainer.get("limit_val_batches") == 0 and any(
+        isinstance(c, EarlyStopping) and c.monitor.startswith("val/") for c in callbacks
+    ):
+        raise UserError(
+            "trainer.limit_val_batches=0 turns validation off, but early stopping watches a "
+            "validation metric: add ~callbacks.early_stopping"
+        )
+    # `trainer.enable_progress_bar=false` and the like turn off the callbacks that provide it;
+    # without a logger, the learning-rate monitor (which only logs) goes too.
+    off = [kind for flag, kind in FEATURE_FLAGS.items() if cfg.trainer.get(flag) is False]
+    off += [] if with_logger else [LearningRateMonitor]
+    return [callback for callback in callbacks if not isinstance(callback, tuple(off))]
+
+
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
-    # `trainer.enable_progress_bar=false` and the like turn off the callbacks that provide it.
-    off = tuple(kind for flag, kind in FEATURE_FLAGS.items() if cfg.trainer.get(flag) is False)
-    callbacks = [c for c in instantiate_group(cfg.get("callbacks")) if not isinstance(c, off)]
+    loggers = instantiate_group(cfg.get("logger"))
     return instantiate(
-        cfg.trainer, callbacks=callbacks, logger=instantiate_group(cfg.get("logger")) or False
+        cfg.trainer, callbacks=build_callbacks(cfg, bool(loggers)), logger=loggers or False
     )
