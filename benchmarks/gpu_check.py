@@ -113,7 +113,7 @@ def main() -> None:
     settings, epochs = (CPU, 2) if args.dry_run else (GPU, args.epochs)
     project = setup(args)
     env = project_env(project)
-    rows, data, memory_logged = [], {}, {}
+    rows, data = [], {}
     with tempfile.TemporaryDirectory() as scratch:
         for name, overrides in settings.items():
             out = Path(scratch) / f"{len(rows)}.json"

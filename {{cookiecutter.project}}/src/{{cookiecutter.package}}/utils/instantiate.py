@@ -74,7 +74,8 @@ def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
     # `trainer.enable_progress_bar=false` and the like turn off the callbacks that provide it;
     # without a logger, the learning-rate monitor (which only logs) goes too.
     off = [kind for flag, kind in FEATURE_FLAGS.items() if cfg.trainer.get(flag) is False]
-    off += [] if with_logger else [LearningRateMonitor]
+    if not with_logger:
+        off.append(LearningRateMonitor)
     return [callback for callback in callbacks if not isinstance(callback, tuple(off))]
 
 
