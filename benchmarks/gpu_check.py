@@ -8,28 +8,25 @@ with the default callbacks and reads the device memory the diagnostics logged
     python benchmarks/gpu_check.py --dry-run       # the same code path on CPU, without the
                                                    # GPU-only settings: checks the script itself
 
-Each setting runs `python train.py` in a process of its own with a probe callback (below) that
-this folder puts on PYTHONPATH, and results go to results/gpu_check.json.
+Each setting runs `python train.py` in a process of its own with the probe callback
+`probe.ThroughputProbe`, and results go to results/gpu_check.json.
 """
 
 import argparse
 import csv
-import json
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import pytorch_lightning as pl
 import torch
 from common import add_arguments, project_env, python, report, run, setup
+from train_overhead import train_with_probe
 
 QUIET = [
     "logger=csv",
     "trainer.enable_progress_bar=false",
     "trainer.enable_model_summary=false",
     "callbacks=none",
-    "test=false",
 ]
 GPU = {
     "fp32": ["trainer=gpu", "trainer.precision=32-true"],
@@ -38,50 +35,13 @@ GPU = {
     "ddp, 1 device": ["trainer=ddp", "trainer.devices=1", "trainer.precision=32-true"],
 }
 MEMORY_METRICS = ["perf/gpu_mem_gb", "perf/gpu_mem_peak_gb"]
+PROBE = "ThroughputProbe"  # in probe.py
 # --dry-run: the CPU counterparts, so the script can be checked on a machine without a GPU.
 CPU = {
     "fp32": ["trainer=cpu", "trainer.precision=32-true"],
     "bf16-mixed": ["trainer=cpu", "trainer.precision=bf16-mixed"],
     "ddp, 1 device": ["trainer=ddp_cpu", "trainer.devices=1"],
 }
-
-
-class ThroughputProbe(pl.Callback):
-    """Callback added with `+callbacks.gpu_probe._target_=gpu_check.ThroughputProbe`: writes
-    samples/s after the first (warm-up) epoch and peak GPU memory to `path` as JSON."""
-
-    def __init__(self, path: str):
-        self.path, self.samples, self.start = Path(path), 0, None
-
-    def on_train_epoch_start(self, trainer, pl_module):
-        if trainer.current_epoch == 1:
-            self._sync()
-            self.start, self.samples = time.perf_counter(), 0
-
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
-        self.samples += len(batch[1])
-
-    def on_train_end(self, trainer, pl_module):
-        self._sync()
-        seconds = time.perf_counter() - self.start
-        memory = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
-        result = {"samples_per_s": self.samples / seconds, "peak_memory_mib": memory}
-        self.path.write_text(json.dumps(result))
-
-    @staticmethod
-    def _sync():
-        if torch.cuda.is_available():  # GPU work is asynchronous: wait for it before timing
-            torch.cuda.synchronize()
-
-
-def train_command(run_dir: Path, epochs: int, dry_run: bool, *overrides: str) -> list[str]:
-    return python(
-        "train.py",
-        *overrides,
-        f"trainer.max_epochs={epochs}",
-        *(["+trainer.limit_train_batches=5"] if dry_run else []),
-        f"hydra.run.dir={run_dir}",
-    )
 
 
 def logged_memory(metrics_csv: Path, dry_run: bool) -> dict:
@@ -112,33 +72,23 @@ def main() -> None:
         sys.exit("error: gpu_check needs a CUDA GPU; run it with --dry-run to check it on CPU")
     settings, epochs = (CPU, 2) if args.dry_run else (GPU, args.epochs)
     project = setup(args)
-    env = project_env(project)
     rows, data = [], {}
     with tempfile.TemporaryDirectory() as scratch:
+        short = ["+trainer.limit_train_batches=5"] if args.dry_run else []
         for name, overrides in settings.items():
+            scratch_run = Path(scratch) / f"run{len(rows)}"
             out = Path(scratch) / f"{len(rows)}.json"
-            command = train_command(
-                Path(scratch) / f"run{len(rows)}",
-                epochs,
-                args.dry_run,
-                *QUIET,
-                *overrides,
-                "+callbacks.gpu_probe._target_=gpu_check.ThroughputProbe",
-                f"+callbacks.gpu_probe.path={out}",
-            )
-            run(command, cwd=project, env=env)
-            data[name] = json.loads(out.read_text())
+            overrides = [*QUIET, *overrides, *short]
+            data[name] = train_with_probe(project, overrides, epochs, scratch_run, PROBE, out)
             memory = data[name]["peak_memory_mib"]
             rows.append([name, data[name]["samples_per_s"], "n/a" if memory is None else memory])
             # Printed now too, so that the output keeps it if a later setting fails.
             print(f"{name}: {rows[-1][1]:.0f} samples/s, peak {rows[-1][2]} MiB", flush=True)
-        tracked = Path(scratch) / "tracked"
         # The default callbacks (diagnostics among them), logging every 10 steps.
-        run(
-            train_command(tracked, 2, args.dry_run, "logger=csv", settings["fp32"][0]),
-            project,
-            env,
-        )
+        tracked = Path(scratch) / "tracked"
+        accelerator = settings["fp32"][0]
+        command = ["train.py", "logger=csv", accelerator, "trainer.max_epochs=2", *short]
+        run(python(*command, f"hydra.run.dir={tracked}"), project, project_env(project))
         memory_logged = logged_memory(tracked / "csv" / "metrics.csv", args.dry_run)
     print("device memory logged by the diagnostics callback (GB, largest value):", memory_logged)
     device = "CPU (dry run)" if args.dry_run else torch.cuda.get_device_name()

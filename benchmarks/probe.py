@@ -5,6 +5,8 @@
   wall-clock timestamps of the run (epoch starts, first step, time spent between batches).
 - `HookTimer`: added the same way, it writes the milliseconds per epoch spent in each hook of
   the other callbacks, of the model and of the loggers.
+- `ThroughputProbe`: added the same way (gpu_check.py), it writes training samples/s after the
+  first epoch and peak GPU memory.
 - `python probe.py handwritten|plain_lightning <epochs> <file>`: the same training done by a
   hand-written PyTorch loop, or by a plain Lightning setup, with the same timestamps.
 - `python probe.py loaders <file>`: batches per second of several ways to load the same tensors.
@@ -206,6 +208,33 @@ def handwritten(epochs: int, path: str):
         # One read per epoch, as a loop that prints its progress would do.
         _ = (val_correct / len(val)).item(), (val_loss / len(val)).item(), correct.item()
     clock.finish(path)
+
+
+class ThroughputProbe(pl.Callback):
+    """Writes samples/s after the first (warm-up) epoch and peak GPU memory to `path` as JSON."""
+
+    def __init__(self, path: str):
+        self.path, self.samples, self.start = Path(path), 0, None
+
+    def on_train_epoch_start(self, trainer, pl_module):
+        if trainer.current_epoch == 1:
+            self._sync()
+            self.start, self.samples = time.perf_counter(), 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.samples += len(batch[1])
+
+    def on_train_end(self, trainer, pl_module):
+        self._sync()
+        seconds = time.perf_counter() - self.start
+        memory = torch.cuda.max_memory_allocated() / 2**20 if torch.cuda.is_available() else None
+        result = {"samples_per_s": self.samples / seconds, "peak_memory_mib": memory}
+        self.path.write_text(json.dumps(result))
+
+    @staticmethod
+    def _sync():
+        if torch.cuda.is_available():  # GPU work is asynchronous: wait for it before timing
+            torch.cuda.synchronize()
 
 
 class PlainModule(pl.LightningModule):
