@@ -7,8 +7,10 @@
   the other callbacks, of the model and of the loggers.
 - `ThroughputProbe`: added the same way (gpu_check.py), it writes training samples/s after the
   first epoch and peak GPU memory.
-- `python probe.py handwritten|plain_lightning <epochs> <file>`: the same training done by a
-  hand-written PyTorch loop, or by a plain Lightning setup, with the same timestamps.
+- `python probe.py handwritten|plain_lightning|lightning_loop|lightning_manual <epochs> <file>
+  <dir>`: the same training done by a hand-written PyTorch loop, by a plain Lightning setup, or
+  by Lightning's loop alone on the project's model (automatic or manual optimization), with the
+  same timestamps.
 - `python probe.py loaders <file>`: batches per second of several ways to load the same tensors.
 """
 
@@ -264,6 +266,47 @@ class PlainModule(pl.LightningModule):
         return [optimizer], [instantiate(self.cfg.model.scheduler)(optimizer=optimizer)]
 
 
+def manual_optimization(model: pl.LightningModule) -> pl.LightningModule:
+    """The same model, trained with manual optimization: Lightning skips its closure and its
+    per-step optimizer hooks, and the step does what the hand-written loop does."""
+
+    class Manual(type(model)):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            optimizer = self.optimizers()
+            optimizer.zero_grad(set_to_none=True)
+            self.manual_backward(loss)
+            optimizer.step()
+            return loss
+
+        def on_train_epoch_end(self):
+            super().on_train_epoch_end()
+            self.lr_schedulers().step()  # Lightning steps schedulers only for automatic optimization
+
+    model.__class__ = Manual
+    model.automatic_optimization = False
+    return model
+
+
+def lightning_loop(epochs: int, path: str, output_dir: str, manual: bool = False):
+    """Lightning's loop alone: the project's model and datamodule, no callback, logger,
+    checkpoint, progress bar or summary. What no change inside the project can go below."""
+    cfg = project_config(epochs)
+    pl.seed_everything(cfg.seed)
+    model = instantiate(cfg.model, _recursive_=False, _convert_="all")
+    trainer = pl.Trainer(
+        max_epochs=epochs,
+        default_root_dir=output_dir,
+        log_every_n_steps=cfg.trainer.log_every_n_steps,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[EpochTimer(path)],
+    )
+    trainer.fit(manual_optimization(model) if manual else model, datamodule=instantiate(cfg.data))
+
+
 def plain_lightning(epochs: int, path: str, output_dir: str):
     """Lightning's defaults (TensorBoard logger, TQDM progress bar, a checkpoint per epoch) with a
     per-sample TensorDataset: every sample is a Python call, every batch a collate."""
@@ -324,6 +367,8 @@ if __name__ == "__main__":
         handwritten(int(args[0]), args[1])
     elif kind == "plain_lightning":
         plain_lightning(int(args[0]), args[1], args[2])
+    elif kind in ("lightning_loop", "lightning_manual"):
+        lightning_loop(int(args[0]), args[1], args[2], manual=kind == "lightning_manual")
     elif kind == "loaders":
         loaders(args[0])
     else:
