@@ -49,12 +49,13 @@ class RankRecorder(pl.Callback):
 
 
 class PoisonWeights(pl.Callback):
-    """Turns the weights to NaN before training step `step`: a stand-in for a diverging run."""
+    """Turns the weights to NaN before training step `step`: a stand-in for a diverging run.
+    With `rank`, only on that DDP rank: the others catch it through the gradient all-reduce."""
 
-    def __init__(self, step: int):
-        self.step = step
+    def __init__(self, step: int, rank: int | None = None):
+        self.step, self.rank = step, rank
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        if trainer.global_step == self.step:
+        if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
             with torch.no_grad():
                 next(pl_module.parameters()).fill_(float("nan"))

@@ -10,7 +10,7 @@ from conftest import CONFIGS, QUIET, ROOT, compose_config, run_cli
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.utils.checkpoint import load_model
+from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, load_model
 from {{ cookiecutter.package }}.utils.instantiate import build_datamodule
 
 # 1,420 train samples: an even number, so the two training shards need no padding and must be
@@ -88,6 +88,38 @@ def test_ddp_shards_syncs_and_writes_once(launcher, tmp_path):
     # Losses are sums of floats in a different order: equal up to rounding.
     assert single_val["val/loss"] == pytest.approx(metrics["val/loss"], rel=1e-6)
     assert single_test["test/loss"] == pytest.approx(metrics["test/loss"], rel=1e-6)
+
+
+@pytest.mark.slow
+def test_a_nan_loss_on_one_rank_stops_every_rank_at_that_step(tmp_path):
+    # Rank 1's loss is NaN from step 8; rank 0's only from step 9, once the gradient all-reduce
+    # has carried the NaN over. Both ranks must stop, at step 8, instead of one waiting forever.
+    result = run_cli(
+        "train.py",
+        *QUIET,
+        *SPLITS,
+        "trainer=ddp_cpu",
+        "trainer.max_epochs=3",
+        "+trainer.limit_train_batches=6",
+        "+trainer.limit_val_batches=2",
+        f"hydra.run.dir={tmp_path}",
+        "+callbacks.poison._target_=probes.PoisonWeights",
+        "+callbacks.poison.step=8",
+        "+callbacks.poison.rank=1",
+        env=PROBES,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    errors = {line for line in result.stderr.splitlines() if line.startswith("error:")}
+    assert errors == {
+        "error: training stopped: train/loss is NaN or infinite at step 8 (epoch 1); no "
+        "checkpoint holds its weights. Lower model.optimizer.lr or set trainer.gradient_clip_val"
+    }, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    assert last["epoch"] == 0
+    assert all(value.isfinite().all() for value in last["state_dict"].values())
+    assert not (tmp_path / "metrics.json").exists()
 
 
 @pytest.mark.slow

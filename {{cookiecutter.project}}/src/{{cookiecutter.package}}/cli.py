@@ -45,7 +45,10 @@ def _launch(name: str):
         try:
             return task(cfg)
         except UserError as error:
-            sys.exit(f"error: {error}")
+            # One write: under DDP every rank stops with this line, and lines that two processes
+            # write to one stderr in several pieces can interleave.
+            sys.stderr.write(f"error: {error}\n")
+            sys.exit(1)
 
     return main()
 
