@@ -55,7 +55,7 @@ def run_cli(
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """A real training run with the default config, shared by tests that only read it."""
-    from {{ cookiecutter.package }}.train import train
+    from {{ cookiecutter.package }}.tasks.train import train
 
     output_dir = tmp_path_factory.mktemp("trained")
     train(compose_config("train", output_dir))
@@ -65,7 +65,7 @@ def trained_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def exported_run(trained_run, tmp_path_factory) -> Path:
     """Every export format of the trained run's best checkpoint, shared by read-only tests."""
-    from {{ cookiecutter.package }}.export.task import export
+    from {{ cookiecutter.package }}.tasks.export import export
 
     output_dir = tmp_path_factory.mktemp("exported")
     best = trained_run / "checkpoints" / "best.ckpt"

@@ -6,8 +6,8 @@ import pytest
 import torch
 from conftest import compose_config, run_cli
 
-from {{ cookiecutter.package }}.export.task import export
-from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.export import export
 
 
 class Payload:

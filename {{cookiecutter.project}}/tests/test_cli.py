@@ -7,9 +7,9 @@ import sys
 import pytest
 from conftest import ROOT, compose_config, run_cli
 
-from {{ cookiecutter.package }}.eval import evaluate
-from {{ cookiecutter.package }}.train import train
-from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.eval import evaluate
+from {{ cookiecutter.package }}.tasks.train import train
 
 
 def first_line(result) -> str:

@@ -4,14 +4,14 @@ import pytest
 import torch
 from conftest import compose_config
 
-from {{ cookiecutter.package }}.utils.checkpoint import (
-    load_checkpoint,
-    load_model,
-)
-from {{ cookiecutter.package }}.utils.instantiate import (
+from {{ cookiecutter.package }}.builders import (
     build_datamodule,
     build_model,
     build_trainer,
+)
+from {{ cookiecutter.package }}.checkpoints import (
+    load_checkpoint,
+    load_model,
 )
 
 

@@ -5,7 +5,7 @@ import torch
 from conftest import CONFIGS, compose_config
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.utils.instantiate import (
+from {{ cookiecutter.package }}.builders import (
     build_datamodule,
     build_model,
     instantiate_group,

@@ -4,7 +4,7 @@ import json
 
 from conftest import compose_config
 
-from {{ cookiecutter.package }}.train import train
+from {{ cookiecutter.package }}.tasks.train import train
 
 FEW_BATCHES = ["+trainer.limit_train_batches=6", "+trainer.limit_val_batches=1", "test=false"]
 

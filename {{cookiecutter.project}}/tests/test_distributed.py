@@ -10,8 +10,8 @@ from conftest import CONFIGS, QUIET, ROOT, compose_config, run_cli
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint, load_model
-from {{ cookiecutter.package }}.utils.instantiate import build_datamodule
+from {{ cookiecutter.package }}.builders import build_datamodule
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint, load_model
 
 # 1,420 train samples: an even number, so the two training shards need no padding and must be
 # disjoint. 189 validation samples: odd, so padded evaluation shards would count one twice.

@@ -4,7 +4,7 @@ import json
 
 from conftest import QUIET, compose_config, run_cli
 
-from {{ cookiecutter.package }}.eval import evaluate
+from {{ cookiecutter.package }}.tasks.eval import evaluate
 
 
 def test_eval_reproduces_the_test_metrics_of_the_run(trained_run, tmp_path):

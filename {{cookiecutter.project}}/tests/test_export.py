@@ -11,10 +11,10 @@ import pytest
 import torch
 from conftest import FAST_LATENCY, compose_config
 
+from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.data import DigitsDataModule
-from {{ cookiecutter.package }}.export.task import export, load_net_and_samples
-from {{ cookiecutter.package }}.utils.errors import UserError
-from {{ cookiecutter.package }}.utils.files import staged
+from {{ cookiecutter.package }}.files import staged
+from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
 
 FILES = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 

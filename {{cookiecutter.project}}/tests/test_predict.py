@@ -11,8 +11,8 @@ from conftest import ROOT, compose_config, run_cli
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from {{ cookiecutter.package }}.predict import predict
-from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.predict import predict
 
 
 @pytest.fixture(scope="module")

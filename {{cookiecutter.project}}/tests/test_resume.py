@@ -11,12 +11,12 @@ import pytest
 import torch
 from conftest import QUIET, ROOT, compose_config, run_cli
 
-from {{ cookiecutter.package }}.train import train
-from {{ cookiecutter.package }}.utils.checkpoint import (
+from {{ cookiecutter.package }}.checkpoints import (
     load_checkpoint,
     resume_path,
 )
-from {{ cookiecutter.package }}.utils.errors import UserError
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.train import train
 
 SHORT = ["trainer.max_epochs=3", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
 
@@ -79,7 +79,7 @@ def test_a_kill_while_saving_keeps_the_previous_checkpoint(tmp_path):
     code = """
 import os, signal, sys, torch
 from pathlib import Path
-from {{ cookiecutter.package }}.utils.checkpoint import AtomicCheckpointIO
+from {{ cookiecutter.package }}.checkpoints import AtomicCheckpointIO
 
 io, target = AtomicCheckpointIO(), Path(sys.argv[1])
 io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(1)), epoch=1), target)

@@ -14,13 +14,13 @@ from conftest import compose_config
 from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from {{ cookiecutter.package }}.train import train
-from {{ cookiecutter.package }}.utils.errors import UserError
-from {{ cookiecutter.package }}.utils.instantiate import (
+from {{ cookiecutter.package }}.builders import (
     build_model,
     build_trainer,
 )
-from {{ cookiecutter.package }}.utils.metadata import git_state
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.records import git_state
+from {{ cookiecutter.package }}.tasks.train import train
 
 TAGS = ["digits", "readback"]
 DIAGNOSTICS = ["train/grad_norm", "perf/samples_per_sec", "perf/data_wait_frac"]
@@ -156,7 +156,7 @@ def test_run_metadata_and_resolved_config_are_saved(logged_run):
     assert metadata["parameters"]["trainable"] == metadata["parameters"]["total"]
     versions = metadata["versions"]
     assert versions["torch"] == torch.__version__
-    assert {"python", "pytorch_lightning", "digit-classifier"} <= versions.keys()
+    assert {"python", "pytorch_lightning", "{{ cookiecutter.project }}"} <= versions.keys()
     assert set(metadata["git"]) == {"commit", "dirty"}
     saved = (output_dir / "config.yaml").read_text()
     assert "${" not in saved

@@ -8,10 +8,10 @@ import torch
 from conftest import compose_config
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
-from {{ cookiecutter.package }}.train import train
-from {{ cookiecutter.package }}.utils.checkpoint import load_checkpoint
-from {{ cookiecutter.package }}.utils.errors import UserError
-from {{ cookiecutter.package }}.utils.instantiate import build_trainer
+from {{ cookiecutter.package }}.builders import build_trainer
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.train import train
 
 SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
 
@@ -130,7 +130,7 @@ class ModeProbe(pl.Callback):
 
 
 def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_path):
-    from {{ cookiecutter.package }}.utils.instantiate import (
+    from {{ cookiecutter.package }}.builders import (
         build_datamodule,
         build_model,
     )

@@ -12,16 +12,16 @@ import hydra
 from dotenv import find_dotenv, load_dotenv
 from omegaconf import OmegaConf
 
-from .utils.errors import UserError
-from .utils.launch import run_stamp
+from .console import UserError
+from .launch import run_stamp
 
-# (module, function) of each task, keyed by its config name in configs/.
+# The function of each task in tasks/, keyed by its module and config name in configs/.
 TASKS = {
-    "train": ("train", "train"),
-    "eval": ("eval", "evaluate"),
-    "export": ("export.task", "export"),
+    "train": "train",
+    "eval": "evaluate",
+    "export": "export",
     # predict imports only numpy and onnxruntime: it runs where torch is not installed.
-    "predict": ("predict", "predict"),
+    "predict": "predict",
 }
 
 
@@ -32,7 +32,7 @@ def config_dir() -> str:
 
 
 def _launch(name: str):
-    module, function = TASKS[name]
+    function = TASKS[name]
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
     # configs, so they never reach a config file, log or run directory.
     load_dotenv(find_dotenv(usecwd=True))
@@ -41,7 +41,7 @@ def _launch(name: str):
 
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):
-        task = getattr(importlib.import_module(f"{__package__}.{module}"), function)
+        task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
         try:
             return task(cfg)
         except UserError as error:

@@ -1,6 +1,15 @@
 from .confusion_matrix import ConfusionMatrixImage
 from .curves import PlotCurves
 from .diagnostics import TrainingDiagnostics
+from .finite_loss import StopOnNonFiniteLoss
 from .progress import ProgressBar
+from .random_state import RandomState
 
-__all__ = ["ConfusionMatrixImage", "PlotCurves", "ProgressBar", "TrainingDiagnostics"]
+__all__ = [
+    "ConfusionMatrixImage",
+    "PlotCurves",
+    "ProgressBar",
+    "RandomState",
+    "StopOnNonFiniteLoss",
+    "TrainingDiagnostics",
+]

@@ -8,7 +8,7 @@ import pytorch_lightning as pl
 from matplotlib.figure import Figure
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from ..utils.images import log_image, save_png, to_rgb
+from .figures import log_image, save_png, to_rgb
 
 
 class ConfusionMatrixImage(pl.Callback):
@@ -17,8 +17,8 @@ class ConfusionMatrixImage(pl.Callback):
     of training have passed since the last picture, and at the end of training.
 
     The matrix is counted on the device from the logits `validation_step` returns. Drawing it
-    takes about 0.1 s, longer than a whole epoch of the example model: a time budget, rather
-    than a number of epochs, keeps its cost small for small and large models alike.
+    takes longer than a whole epoch of the example model: a time budget, rather than a number of
+    epochs, keeps its cost small for small and large models alike.
     """
 
     def __init__(self, dirpath: str, num_classes: int, min_interval_s: float = 30.0):

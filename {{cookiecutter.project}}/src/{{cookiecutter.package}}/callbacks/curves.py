@@ -8,8 +8,8 @@ import torch
 from matplotlib.figure import Figure
 from pytorch_lightning.utilities import rank_zero_only
 
-from ..utils.images import save_png, to_rgb
-from ..utils.log_steps import is_logging_step
+from ..records import is_logging_step
+from .figures import save_png, to_rgb
 
 # Recorded at each logging step; every other metric once per epoch.
 PER_STEP = ("train/loss", "lr")

@@ -6,7 +6,7 @@ import pytorch_lightning as pl
 import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 
-from ..utils.log_steps import is_logging_step
+from ..records import is_logging_step
 
 
 class TrainingDiagnostics(pl.Callback):

@@ -3,8 +3,8 @@
 import pytorch_lightning as pl
 import torch
 
-from ..utils.errors import UserError
-from ..utils.log_steps import is_logging_step
+from ..console import UserError
+from ..records import is_logging_step
 
 NOT_SEEN = torch.iinfo(torch.int64).max
 

@@ -2,7 +2,7 @@
 
 from pytorch_lightning.callbacks import RichProgressBar
 
-from ..utils.log_steps import is_logging_step
+from ..records import is_logging_step
 
 
 class ProgressBar(RichProgressBar):

@@ -11,9 +11,9 @@ class RandomState(pl.Callback):
     """Saves the Python, NumPy and torch generators with each checkpoint and restores them when
     training resumes: shuffling and dropout continue as if the run had never stopped.
 
-    The state is plain ints and tensors, so checkpoints still load with `weights_only=True`. The
-    Python and NumPy generators hold 624 numbers each: kept as one tensor apiece rather than as
-    ints, they cost one pickled object instead of 1,250, about 1.5 ms of every checkpoint save.
+    The state is plain values and tensors, so checkpoints still load with `weights_only=True`.
+    The 624 numbers of the Python and NumPy generators are kept as one tensor each: pickled one by
+    one they would make every checkpoint save slower.
     """
 
     def __init__(self):
@@ -37,11 +37,10 @@ class RandomState(pl.Callback):
         if self._restored is None:
             return
         state, self._restored = self._restored, None
-        # Tensors, or lists in checkpoints written by earlier versions of this callback.
         version, words, gauss_next = state["python"]
-        random.setstate((version, tuple(torch.as_tensor(words).tolist()), gauss_next))
+        random.setstate((version, tuple(words.tolist()), gauss_next))
         name, keys, *rest = state["numpy"]
-        np.random.set_state((name, np.asarray(keys, dtype=np.uint32), *rest))
+        np.random.set_state((name, keys.numpy().astype(np.uint32), *rest))
         torch.set_rng_state(state["torch"])
         if state["cuda"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["cuda"])

@@ -6,14 +6,11 @@ from pathlib import Path
 import onnx
 import torch
 
-from ..predict import open_session
-from ..utils.files import staged
-from .torch_export import dynamic_batch
+from ..files import staged
+from ..onnx_session import INPUT_NAME, OUTPUT_NAME, open_session, run
 from .verify import Runner
 
 FILE = "model.onnx"
-INPUT_NAME = "input"
-OUTPUT_NAME = "logits"
 # Hydra sets the root logger to INFO, where the ONNX optimizer reports each of its passes, and
 # the exporter warns about every torchvision operator it cannot register, used or not.
 QUIET_LOGGERS = {
@@ -23,7 +20,9 @@ QUIET_LOGGERS = {
 }
 
 
-def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
+def save(
+    net: torch.nn.Module, example: torch.Tensor, path: Path, dynamic_shapes: tuple, opset: int
+) -> None:
     for name, level in QUIET_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
     with staged(path) as partial:
@@ -34,10 +33,10 @@ def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
             (example,),
             partial,
             dynamo=True,
-            opset_version=cfg.opset,
+            opset_version=opset,
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
-            dynamic_shapes=dynamic_batch(),
+            dynamic_shapes=dynamic_shapes,
             external_data=False,
             verbose=False,
         )
@@ -47,4 +46,4 @@ def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
 def load(path: Path) -> Runner:
     # The same session, full graph optimization included, that predict.py serves with.
     session = open_session(path)
-    return lambda inputs: session.run(None, {INPUT_NAME: inputs})[0]
+    return lambda inputs: run(session, inputs)

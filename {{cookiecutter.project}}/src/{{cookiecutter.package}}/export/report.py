@@ -6,12 +6,14 @@ import onnx
 import onnxruntime
 import torch
 
-from ..utils.files import sha256
-from ..utils.table import format_table
-from .onnx import INPUT_NAME, OUTPUT_NAME
+from ..console import format_table
+from ..files import sha256
+from ..onnx_session import INPUT_NAME, OUTPUT_NAME
 
 
-def manifest(files: dict[str, Path], samples: torch.Tensor, datamodule, cfg) -> dict:
+def manifest(
+    files: dict[str, Path], samples: torch.Tensor, datamodule, opset: int, checkpoint: Path
+) -> dict:
     """What a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
     raw = samples * datamodule.std + datamodule.mean  # the values as stored, before normalization
     return {
@@ -30,8 +32,8 @@ def manifest(files: dict[str, Path], samples: torch.Tensor, datamodule, cfg) -> 
             "applied_as": "(x - mean) / std",
         },
         "class_names": list(datamodule.class_names),
-        "opset": cfg.opset if "onnx" in files else None,
-        "checkpoint": {"path": str(cfg.ckpt_path), "sha256": sha256(cfg.ckpt_path)},
+        "opset": opset if "onnx" in files else None,
+        "checkpoint": {"path": str(checkpoint), "sha256": sha256(checkpoint)},
         "versions": {
             "torch": torch.__version__,
             "onnx": onnx.__version__,

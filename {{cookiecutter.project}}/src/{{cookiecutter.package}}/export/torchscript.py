@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from ..utils.files import staged
+from ..files import staged
 from .verify import Runner, torch_runner
 
 FILE = "model.ts"
@@ -33,14 +33,11 @@ def _deprecation_noted_once():
             _deprecation_noted = True
 
 
-def save(net: torch.nn.Module, example: torch.Tensor, path: Path, cfg) -> None:
+def save(net: torch.nn.Module, example: torch.Tensor, path: Path, method: str) -> None:
     # Tracing records the operations run on a real batch; scripting compiles the Python code,
     # control flow included, but accepts only the TorchScript subset of Python.
     with _deprecation_noted_once():
-        if cfg.torchscript_method == "trace":
-            module = torch.jit.trace(net, example)
-        else:
-            module = torch.jit.script(net)
+        module = torch.jit.trace(net, example) if method == "trace" else torch.jit.script(net)
         with staged(path) as partial:
             torch.jit.save(module, partial)
 

@@ -40,12 +40,19 @@ def latency_ms(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> fl
     return 1000 * statistics.median(times)
 
 
-def measure(run: Runner, reference: Runner, samples: np.ndarray, cfg) -> dict:
-    """Parity and latency at each of `cfg.batch_sizes`, keyed by batch size."""
+def measure(
+    run: Runner,
+    reference: Runner,
+    samples: np.ndarray,
+    batch_sizes: list[int],
+    warmup: int,
+    repeats: int,
+) -> dict:
+    """Parity and latency at each of `batch_sizes`, keyed by batch size."""
     results = {"parity": {}, "latency_ms": {}}
-    for size in cfg.batch_sizes:
+    for size in batch_sizes:
         inputs = samples[:size]
         results["parity"][str(size)] = parity(run, reference(inputs), inputs)
-        timing = latency_ms(run, inputs, cfg.latency.warmup, cfg.latency.repeats)
+        timing = latency_ms(run, inputs, warmup, repeats)
         results["latency_ms"][str(size)] = timing
     return results

@@ -1,4 +1,4 @@
-"""Launching under Hydra with several processes: torchrun's ranks and multirun jobs with DDP.
+"""Launching under Hydra: torchrun's ranks, multirun jobs with DDP, and the end of each job.
 
 No torch at import: the CLI registers `run_stamp` before config-only commands too.
 """
@@ -11,9 +11,11 @@ from datetime import datetime
 from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 
-from .errors import UserError
+from .console import UserError
 
 
 def run_stamp(pattern: str) -> str:
@@ -68,3 +70,14 @@ def run_job_in_subprocess(optimized_metric: str) -> float | None:
         )
     metrics = json.loads((output_dir / "metrics.json").read_text())
     return metrics.get(optimized_metric)
+
+
+class FinishWandbRun(Callback):
+    """Ends the W&B run with its Hydra job (configs/logger/wandb.yaml): Lightning's WandbLogger
+    reuses a W&B run still open in the process, so without this every job of a multirun would log
+    into the first job's run."""
+
+    def on_job_end(self, config, job_return: JobReturn, **kwargs) -> None:
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
+            wandb.finish(exit_code=0 if job_return.status == JobStatus.COMPLETED else 1)

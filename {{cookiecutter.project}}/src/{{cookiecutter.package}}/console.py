@@ -1,4 +1,11 @@
-"""Plain-text tables for the terminal. No dependencies, so torch-free commands can print them."""
+"""What a command shows its user: one-line errors and plain-text tables.
+
+No dependencies, so torch-free commands (predict, serve) use it too.
+"""
+
+
+class UserError(Exception):
+    """A problem the user can fix; the CLI prints its message as one line, without a traceback."""
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:

@@ -13,7 +13,7 @@ from pytorch_lightning.callbacks import (
     ProgressBar,
 )
 
-from .errors import UserError
+from .console import UserError
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}

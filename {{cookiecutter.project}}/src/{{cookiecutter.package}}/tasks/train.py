@@ -5,11 +5,10 @@ from pathlib import Path
 import pytorch_lightning as pl
 from omegaconf import DictConfig
 
-from .utils.checkpoint import resume_path
-from .utils.instantiate import build_datamodule, build_model, build_trainer
-from .utils.launch import relaunches_script, run_job_in_subprocess
-from .utils.metadata import record_run
-from .utils.run import plain_metrics, write_json
+from ..builders import build_datamodule, build_model, build_trainer
+from ..checkpoints import resume_path
+from ..launch import relaunches_script, run_job_in_subprocess
+from ..records import plain_metrics, record_run, write_json
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -17,7 +16,7 @@ def train(cfg: DictConfig) -> float | None:
     ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
     pl.seed_everything(cfg.seed, workers=True)
     trainer = build_trainer(cfg)
-    if relaunches_script(trainer):  # a multirun job with DDP: see utils/launch.py
+    if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
         return run_job_in_subprocess(cfg.optimized_metric)
     datamodule = build_datamodule(cfg)
     model = build_model(cfg)

@@ -8,7 +8,7 @@ from matplotlib.figure import Figure
 from matplotlib.image import imsave
 from pytorch_lightning.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
-from .files import staged
+from ..files import staged
 
 
 def to_rgb(figure: Figure) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""What a run was: its resolved config, the model's size, the commit and the versions used."""
+"""What a run records: its resolved config, the model's size, the commit and the versions used,
+its metrics, and which steps reach the loggers."""
 
 import platform
 import subprocess
@@ -13,8 +14,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.tree import Tree
 
-from .files import save_text
-from .run import write_json
+from .files import save_json, save_text
 
 PROJECT = {{ cookiecutter.project | tojson }}
 
@@ -87,3 +87,28 @@ def versions() -> dict:
         "pytorch_lightning": pl.__version__,
         PROJECT: project,
     }
+
+
+def plain_metrics(metrics: dict) -> dict:
+    """Lightning's metric tensors as floats, ready for JSON."""
+    return {
+        name: value.item() if isinstance(value, torch.Tensor) else value
+        for name, value in metrics.items()
+    }
+
+
+@rank_zero_only
+def write_json(path: str | Path, data: dict) -> None:
+    """Writes on rank zero only, through a temporary file (see `files.staged`)."""
+    save_json(path, data)
+
+
+def is_logging_step(trainer: pl.Trainer, step: int) -> bool:
+    """Whether optimizer step number `step` (counted from 1) is one whose logged values reach the
+    loggers: every `trainer.log_every_n_steps`-th, none when it is 0.
+
+    Work done only for logging (a `self.log` call, a gradient norm, a read on the host) belongs on
+    these steps alone: on the others Lightning would drop the value.
+    """
+    every = trainer.log_every_n_steps
+    return every > 0 and step % every == 0

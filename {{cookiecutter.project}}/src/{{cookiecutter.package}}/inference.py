@@ -1,4 +1,4 @@
-"""Inference from an exported ONNX model with numpy and onnxruntime only: no torch needed.
+"""Predictions from an exported model with numpy and onnxruntime only: predict and serve use it.
 
 Image files need Pillow. Nothing here may import torch or Lightning, directly or through
 other modules of this package, so that it runs in a slim serving environment.
@@ -11,18 +11,12 @@ import numpy as np
 import onnxruntime as ort
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidProtobuf
 
-from .utils.errors import UserError
-from .utils.files import save_json, sha256
-from .utils.table import format_table
+from .console import UserError
+from .files import sha256
+from .onnx_session import open_session, run
 
 IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
-
-
-def open_session(path: str | Path) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=ort.get_available_providers())
 
 
 def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
@@ -111,35 +105,20 @@ def read_inputs(path: Path, spec: dict) -> tuple[np.ndarray, list[dict]]:
 
 
 def probabilities(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
-    name = session.get_inputs()[0].name
     chunks = [inputs[start : start + CHUNK] for start in range(0, len(inputs), CHUNK)]
-    logits = np.concatenate([session.run(None, {name: chunk})[0] for chunk in chunks])
+    logits = np.concatenate([run(session, chunk) for chunk in chunks])
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     return exp / exp.sum(axis=1, keepdims=True)
 
 
-def table_row(prediction: dict) -> list[str]:
-    file, index = prediction["file"], prediction["index"]
-    source = file if index is None else f"{file}[{index}]"
-    return [source, prediction["class"], f"{prediction['probability']:.4f}"]
-
-
-def predict(cfg) -> list[dict]:
-    """Classifies every sample of `cfg.input`, prints a table and writes predictions.json."""
-    if not cfg.get("model_path") or not cfg.get("input"):
-        raise UserError("predict needs model=<export dir> and input=<.npy file, image or folder>")
-    session, manifest = load_export(Path(cfg.model_path))
-    raw, sources = read_inputs(Path(cfg.input), manifest["input"])
+def classify(session: ort.InferenceSession, manifest: dict, raw: np.ndarray) -> list[dict]:
+    """The class and its probability for each raw sample, normalized as in training."""
     # Per-channel statistics broadcast over height and width; a single value over everything.
     norm = manifest["normalization"]
     mean, std = (np.asarray(norm[key], np.float32).reshape(-1, 1, 1) for key in ("mean", "std"))
     scores = probabilities(session, (raw - mean) / std)
     names = manifest["class_names"]
-    predictions = [
-        source | {"class": names[best], "probability": round(float(row[best]), 6)}
-        for source, row, best in zip(sources, scores, scores.argmax(axis=1), strict=True)
+    return [
+        {"class": names[best], "probability": round(float(row[best]), 6)}
+        for row, best in zip(scores, scores.argmax(axis=1), strict=True)
     ]
-    print(format_table(["input", "class", "probability"], [table_row(p) for p in predictions]))
-    output = Path(cfg.output_dir) / "predictions.json"
-    save_json(output, {"model": str(cfg.model_path), "predictions": predictions})
-    return predictions

@@ -8,9 +8,9 @@ import torch
 from omegaconf import DictConfig
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
-from ..models import Classifier
-from .errors import UserError
+from .console import UserError
 from .files import staged
+from .models import Classifier
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -1,19 +1,31 @@
 """Export: write each format, reload it from disk, check it against the eager model, report."""
 
+from functools import partial
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ..utils.checkpoint import load_model
-from ..utils.errors import UserError
-from ..utils.files import save_json
-from ..utils.instantiate import build_datamodule
-from . import onnx, report, torch_export, torchscript
-from .verify import measure, torch_runner
+from ..builders import build_datamodule
+from ..checkpoints import load_model
+from ..console import UserError
+from ..export import onnx, report, torch_export, torchscript
+from ..export.verify import measure, torch_runner
+from ..files import save_json
 
 FORMATS = {"onnx": onnx, "torchscript": torchscript, "torch_export": torch_export}
+
+
+def savers(cfg: DictConfig) -> dict:
+    """Each format's `save(net, example, path)`, with the options the config gives it."""
+    # Any batch size; every other dimension as in training.
+    dynamic_shapes = ({0: torch.export.Dim("batch", min=1)},)
+    return {
+        "onnx": partial(onnx.save, dynamic_shapes=dynamic_shapes, opset=cfg.opset),
+        "torchscript": partial(torchscript.save, method=cfg.torchscript_method),
+        "torch_export": partial(torch_export.save, dynamic_shapes=dynamic_shapes),
+    }
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -66,12 +78,13 @@ def export(cfg: DictConfig) -> dict:
 
     # A manifest describes verified artifacts only: an earlier one here is void from now on.
     (output_dir / "manifest.json").unlink(missing_ok=True)
-    results, files = {"eager": measure(eager, eager, inputs, cfg)}, {}
+    timing = {"batch_sizes": list(cfg.batch_sizes), **cfg.latency}
+    results, files, save = {"eager": measure(eager, eager, inputs, **timing)}, {}, savers(cfg)
     for name in cfg.formats:
         files[name] = output_dir / FORMATS[name].FILE
-        FORMATS[name].save(net, samples, files[name], cfg)
+        save[name](net, samples, files[name])
         # Measured on the artifact as reloaded from disk, not on the object that wrote it.
-        results[name] = measure(FORMATS[name].load(files[name]), eager, inputs, cfg)
+        results[name] = measure(FORMATS[name].load(files[name]), eager, inputs, **timing)
 
     failed = report.failures(results, cfg.atol)
     summary = {"atol": cfg.atol, "passed": not failed, "failures": failed, "results": results}
@@ -81,6 +94,7 @@ def export(cfg: DictConfig) -> dict:
         raise UserError(
             f"{failed[0]}; the artifacts stay in {output_dir} to inspect, without manifest.json"
         )
-    save_json(output_dir / "manifest.json", report.manifest(files, samples, datamodule, cfg))
+    manifest = report.manifest(files, samples, datamodule, cfg.opset, Path(cfg.ckpt_path))
+    save_json(output_dir / "manifest.json", manifest)
     print(f"exported {', '.join(files)} to {output_dir}")
     return summary

@@ -4,10 +4,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from .utils.checkpoint import load_model
-from .utils.errors import UserError
-from .utils.instantiate import build_datamodule, build_trainer
-from .utils.run import plain_metrics, write_json
+from ..builders import build_datamodule, build_trainer
+from ..checkpoints import load_model
+from ..console import UserError
+from ..records import plain_metrics, write_json
 
 
 def evaluate(cfg: DictConfig) -> dict:

@@ -1,0 +1,23 @@
+"""ONNX Runtime sessions, as export verifies them and predict and serve run them. No torch."""
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+# The names export.py gives the graph's input and output.
+INPUT_NAME = "input"
+OUTPUT_NAME = "logits"
+
+
+def open_session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
+    """A session with every graph optimization; `threads` per operator, 0 for one per core."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = threads
+    return ort.InferenceSession(str(path), options, providers=ort.get_available_providers())
+
+
+def run(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
+    """The model's first output for a float32 batch."""
+    return session.run(None, {session.get_inputs()[0].name: inputs})[0]

@@ -1,0 +1,1 @@
+"""The commands: train, eval, export and predict, each a function of its Hydra config."""
