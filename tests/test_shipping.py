@@ -18,6 +18,8 @@ from conftest import REPO, render
 from packaging.licenses import canonicalize_license_expression
 
 WORKFLOW = Path(".github/workflows/ci.yaml")
+# The console scripts, each named <project>-<task>.
+TASKS = ["eval", "export", "predict", "train"]
 # The test's own tools (ruff, pre-commit, the hook scripts) come first on PATH, as in an
 # activated environment; PYTHONPATH is dropped so nothing is imported from a source tree.
 TOOLS_ENV = {
@@ -58,6 +60,8 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
         "--no-index", "--quiet", str(wheel), cwd=tmp_path)  # fmt: skip
     scripts = tomllib.loads((default_project / "pyproject.toml").read_text())["project"]["scripts"]
     bin_dir = python.parent
+    # Named after the project: `eval` and `export` alone would be shell builtins.
+    assert sorted(scripts) == [f"digit-classifier-{task}" for task in TASKS]
     assert all((bin_dir / name).is_file() for name in scripts)
 
     # Far from the project: only the wheel's own code and configs can make these runs work.
@@ -68,19 +72,20 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
     assert Path(module).is_relative_to(tmp_path / "venv")
     assert Path(configs).is_relative_to(tmp_path / "venv")
 
-    run(str(bin_dir / "train"), "debug=limit", "trainer.max_epochs=1", "logger=csv", cwd=work)
+    script = {name.rsplit("-", 1)[1]: str(bin_dir / name) for name in scripts}
+    run(script["train"], "debug=limit", "trainer.max_epochs=1", "logger=csv", cwd=work)
     (best,) = (work / "logs").rglob("best.ckpt")  # runs land below the working directory
     assert "test/acc" in json.loads((best.parents[1] / "metrics.json").read_text())
 
     eval_dir, export_dir, predict_dir = work / "eval", work / "export", work / "predict"
-    run(str(bin_dir / "eval"), f"ckpt_path={best}", f"hydra.run.dir={eval_dir}", cwd=work)
+    run(script["eval"], f"ckpt_path={best}", f"hydra.run.dir={eval_dir}", cwd=work)
     assert 0 <= json.loads((eval_dir / "metrics.json").read_text())["test/acc"] <= 1
 
-    run(str(bin_dir / "export"), f"ckpt_path={best}", "formats=[onnx]",
+    run(script["export"], f"ckpt_path={best}", "formats=[onnx]",
         f"hydra.run.dir={export_dir}", cwd=work)  # fmt: skip
     samples = work / "samples.npy"
     np.save(samples, np.zeros((3, 8, 8), dtype=np.float32))
-    run(str(bin_dir / "predict"), f"model={export_dir}", f"input={samples}",
+    run(script["predict"], f"model={export_dir}", f"input={samples}",
         f"hydra.run.dir={predict_dir}", cwd=work)  # fmt: skip
     assert len(json.loads((predict_dir / "predictions.json").read_text())["predictions"]) == 3
 

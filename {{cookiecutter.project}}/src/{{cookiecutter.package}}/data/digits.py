@@ -5,6 +5,7 @@ import torch
 from sklearn.datasets import load_digits
 from torch.utils.data import DataLoader, Dataset
 
+from ..console import UserError
 from .samplers import evaluation_sampler, training_sampler
 
 
@@ -43,6 +44,10 @@ class DigitsDataModule(pl.LightningDataModule):
 
     def __init__(
         self,
+        channels: int = 1,
+        image_size: int = 8,
+        num_features: int = 64,
+        num_classes: int = 10,
         batch_size: int = 64,
         val_fraction: float = 0.15,
         test_fraction: float = 0.15,
@@ -52,6 +57,11 @@ class DigitsDataModule(pl.LightningDataModule):
         persistent_workers: bool = False,
     ):
         super().__init__()
+        if (channels, image_size, num_features, num_classes) != (1, 8, 64, 10):
+            raise UserError(
+                "the digits are 8x8 greyscale images of 10 classes: keep data.channels=1, "
+                "data.image_size=8, data.num_features=64 and data.num_classes=10"
+            )
         self.save_hyperparameters(logger=False)
         self.splits: dict[str, InMemoryDataset] = {}
         self.mean = self.std = None
