@@ -12,7 +12,7 @@ import hydra
 from dotenv import find_dotenv, load_dotenv
 from omegaconf import OmegaConf
 
-from .console import UserError
+from .console import UserError, silence_noise
 from .launch import run_stamp
 
 # The function of each task in tasks/, keyed by its module and config name in configs/.
@@ -41,6 +41,7 @@ def _launch(name: str):
 
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):
+        silence_noise()
         task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
         try:
             return task(cfg)

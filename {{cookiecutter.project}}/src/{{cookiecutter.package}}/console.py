@@ -1,7 +1,23 @@
-"""What a command shows its user: one-line errors and plain-text tables.
+"""What a command shows its user: one-line errors, plain-text tables, and no third-party noise.
 
 No dependencies, so torch-free commands (predict, serve) use it too.
 """
+
+import logging
+import re
+import warnings
+
+# Third-party messages a user can do nothing about, matched by their exact text. Each names why.
+NOISE = {
+    # Lightning 2.6 on torch 2.13: Lightning's own pytree helper uses a deprecated torch class.
+    "warning": [r"`isinstance\(treespec, LeafSpec\)` is deprecated"],
+    "log": [
+        # Advertisements for optional cloud services, printed by every Trainer.
+        r"💡 Tip: For seamless cloud",
+        # The project's rich model summary replaces Lightning's default one on purpose.
+        r"Trainer already configured with model summary callbacks",
+    ],
+}
 
 
 class UserError(Exception):
@@ -18,3 +34,19 @@ def format_table(headers: list[str], rows: list[list]) -> str:
         aligned = [value.rjust(width) for value, width in zip(values, widths[1:], strict=True)]
         lines.append("  ".join([label.ljust(widths[0]), *aligned]).rstrip())
     return "\n".join(lines)
+
+
+class _DropNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(re.match(pattern, message) for pattern in NOISE["log"])
+
+
+def silence_noise() -> None:
+    """Filters the messages in `NOISE`, once per process, before a task runs."""
+    for pattern in NOISE["warning"]:
+        warnings.filterwarnings("ignore", message=pattern)
+    for name in ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropNoise) for f in logger.filters):
+            logger.addFilter(_DropNoise())

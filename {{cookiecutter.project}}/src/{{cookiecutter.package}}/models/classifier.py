@@ -88,7 +88,8 @@ class Classifier(pl.LightningModule):
         if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
             return
         self.val_acc_best.update(self.val_acc.compute())
-        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+        # The same value on every rank (val/acc is synchronized): the mean over ranks keeps it.
+        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
 
     def test_step(self, batch, batch_idx):
         self._step(batch, "test")

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
+from pytorch_lightning.utilities import rank_zero_only
 
 from ..builders import build_datamodule, build_model, build_trainer
 from ..checkpoints import resume_path
@@ -31,5 +32,17 @@ def train(cfg: DictConfig) -> float | None:
         trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
     metrics["best_model_path"] = best
-    write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
+    output_dir = Path(cfg.paths.output_dir)
+    write_json(output_dir / "metrics.json", metrics)
+    say_how_it_ended(trainer, output_dir)
     return metrics.get(cfg.optimized_metric)
+
+
+@rank_zero_only
+def say_how_it_ended(trainer: pl.Trainer, output_dir: Path) -> None:
+    stopper = trainer.early_stopping_callback
+    if stopper and stopper.stopping_reason_message:
+        print(
+            f"stopped early after epoch {stopper.stopped_epoch}: {stopper.stopping_reason_message}"
+        )
+    print(f"run directory: {output_dir}")
