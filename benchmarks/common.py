@@ -1,5 +1,6 @@
-"""Shared by every benchmark: render the default project, run commands in it, time, summarize,
-print a table and write the results as JSON to benchmarks/results/<name>.json."""
+"""Shared by every benchmark: the common options, render the default project, run commands in
+it (`train.py` with a probe callback among them), time, summarize, print a table and write the
+results as JSON to benchmarks/results/<name>.json."""
 
 import json
 import os
@@ -15,6 +16,9 @@ REPO = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 PACKAGE = "digit_classifier"  # the default render's import name
+
+# The project as users run it, minus the progress bar (it only draws; the logger still logs).
+PROJECT = ["trainer.enable_progress_bar=false"]
 
 
 # glibc's allocator hands large freed blocks back to the OS and page-faults them in again when
@@ -82,6 +86,24 @@ def run(command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1
 
 def python(*args: str) -> list[str]:
     return [sys.executable, *args]
+
+
+def train_with_probe(
+    project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
+) -> dict:
+    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probe.<probe>`
+    writing JSON to `output`; returns what it wrote."""
+    overrides = [
+        *overrides,
+        f"trainer.max_epochs={epochs}",
+        f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+        f"+callbacks.zz_probe._target_=probe.{probe}",
+        f"+callbacks.zz_probe.path={output}",
+    ]
+    run(python("train.py", *overrides), project, project_env(project))
+    return json.loads(output.read_text())
 
 
 def median(values) -> float:

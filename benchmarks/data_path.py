@@ -16,8 +16,18 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import HERE, add_arguments, median, project_env, python, report, run, setup
-from train_overhead import PROJECT, train_with_probe
+from common import (
+    HERE,
+    PROJECT,
+    add_arguments,
+    median,
+    project_env,
+    python,
+    report,
+    run,
+    setup,
+    train_with_probe,
+)
 
 
 def loader_rates(project: Path, scratch: Path) -> dict[str, float]:

@@ -19,8 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import add_arguments, project_env, python, report, run, setup
-from train_overhead import train_with_probe
+from common import add_arguments, project_env, python, report, run, setup, train_with_probe
 
 QUIET = [
     "logger=csv",

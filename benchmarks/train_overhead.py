@@ -23,10 +23,18 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import HERE, add_arguments, median, project_env, python, report, run, setup
-
-# The project as users run it, minus the progress bar (it only draws; the logger still logs).
-PROJECT = ["trainer.enable_progress_bar=false"]
+from common import (
+    HERE,
+    PROJECT,
+    add_arguments,
+    median,
+    project_env,
+    python,
+    report,
+    run,
+    setup,
+    train_with_probe,
+)
 
 
 def default_callbacks(project: Path) -> list[str]:
@@ -58,24 +66,6 @@ def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
         runs["project with its progress bar"] = []
         runs["Lightning's loop alone, manual optimization"] = "lightning_manual"
     return runs
-
-
-def train_with_probe(
-    project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
-) -> dict:
-    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probe.<probe>`
-    writing JSON to `output`; returns what it wrote."""
-    overrides = [
-        *overrides,
-        f"trainer.max_epochs={epochs}",
-        f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
-        "test=false",
-        f"hydra.run.dir={run_dir}",
-        f"+callbacks.zz_probe._target_=probe.{probe}",
-        f"+callbacks.zz_probe.path={output}",
-    ]
-    run(python("train.py", *overrides), project, project_env(project))
-    return json.loads(output.read_text())
 
 
 def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
