@@ -1,6 +1,6 @@
-"""Shared by every benchmark: the common options, render the default project, run commands in
-it (`train.py` with a probe callback among them), time, summarize, print a table and write the
-results as JSON to benchmarks/results/<name>.json."""
+"""Shared by every benchmark: the common options, render the default project, run `train.py` in
+it with a probe callback (probes.py) or run a baseline (baselines.py), time, summarize, print a
+table and write the results as JSON to benchmarks/results/<name>.json."""
 
 import json
 import os
@@ -65,8 +65,8 @@ def render_default(project: str | None = None) -> Path:
 
 
 def project_env(project: Path, **extra: str) -> dict:
-    """The environment of `python train.py` in a render used without installing it; the probes
-    module (benchmarks/probe.py) is importable too, for the timing callbacks."""
+    """The environment of `python train.py` in a render used without installing it; the probe
+    callbacks (benchmarks/probes.py) are importable too."""
     path = os.pathsep.join([str(project / "src"), str(HERE)])
     return {**os.environ, "PYTHONPATH": path, "PYTHONWARNINGS": "ignore", **extra}
 
@@ -91,7 +91,7 @@ def python(*args: str) -> list[str]:
 def train_with_probe(
     project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
 ) -> dict:
-    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probe.<probe>`
+    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probes.<probe>`
     writing JSON to `output`; returns what it wrote."""
     overrides = [
         *overrides,
@@ -99,11 +99,16 @@ def train_with_probe(
         f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
         "test=false",
         f"hydra.run.dir={run_dir}",
-        f"+callbacks.zz_probe._target_=probe.{probe}",
+        f"+callbacks.zz_probe._target_=probes.{probe}",
         f"+callbacks.zz_probe.path={output}",
     ]
     run(python("train.py", *overrides), project, project_env(project))
     return json.loads(output.read_text())
+
+
+def run_baseline(project: Path, name: str, *args: str) -> None:
+    """`python baselines.py <name> <args>` in a process of its own, inside the project."""
+    run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))
 
 
 def median(values) -> float:

@@ -23,18 +23,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import (
-    HERE,
-    PROJECT,
-    add_arguments,
-    median,
-    project_env,
-    python,
-    report,
-    run,
-    setup,
-    train_with_probe,
-)
+from common import PROJECT, add_arguments, median, report, run_baseline, setup, train_with_probe
 
 
 def default_callbacks(project: Path) -> list[str]:
@@ -46,7 +35,7 @@ def default_callbacks(project: Path) -> list[str]:
 
 
 def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
-    """Name -> overrides of `python train.py`, or the name of a probe in probe.py."""
+    """Name -> overrides of `python train.py`, or the name of a baseline in baselines.py."""
     runs: dict[str, list[str] | str] = {
         "project": PROJECT,
         "hand-written loop": "handwritten",
@@ -69,15 +58,11 @@ def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
 
 
 def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
-    """One training run in its own process; returns the probe's timestamps."""
+    """One training run in its own process; returns its timestamps (probes.Clock)."""
     scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times = scratch / "times.json"
     if isinstance(how, str):
-        run(
-            python(str(HERE / "probe.py"), how, str(epochs), str(times), str(scratch / "run")),
-            project,
-            project_env(project),
-        )
+        run_baseline(project, how, str(epochs), str(times), str(scratch / "run"))
         return json.loads(times.read_text())
     return train_with_probe(project, how, epochs, scratch / "run", "EpochTimer", times)
 
