@@ -28,8 +28,9 @@ PROJECT = ["trainer.enable_progress_bar=false"]
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
-def add_arguments(parser) -> None:
-    """Options every benchmark takes."""
+def add_arguments(parser, steady_malloc: bool = True) -> None:
+    """Options every benchmark takes; with `steady_malloc=False` its processes keep glibc's
+    allocator as it is and there is no --default-malloc."""
     parser.add_argument("--project", help="an existing default render to use instead of a new one")
     parser.add_argument(
         "--threads",
@@ -37,6 +38,9 @@ def add_arguments(parser) -> None:
         help="torch threads in every measured process (OMP_NUM_THREADS); default: torch's own. "
         "On a machine that other jobs keep busy, 1 avoids threads spinning against each other.",
     )
+    if not steady_malloc:
+        parser.set_defaults(default_malloc=True)
+        return
     parser.add_argument(
         "--default-malloc",
         action="store_true",
