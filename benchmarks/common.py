@@ -1,5 +1,6 @@
-"""Shared by every benchmark: render the default project, run commands in it, time, summarize,
-print a table and write the results as JSON to benchmarks/results/<name>.json."""
+"""Shared by every benchmark: the common options, render the default project, run `train.py` in
+it with a probe callback (probes.py) or run a baseline (baselines.py), time, summarize, print a
+table and write the results as JSON to benchmarks/results/<name>.json."""
 
 import json
 import os
@@ -16,6 +17,9 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 PACKAGE = "digit_classifier"  # the default render's import name
 
+# The project as users run it, minus the progress bar (it only draws; the logger still logs).
+PROJECT = ["trainer.enable_progress_bar=false"]
+
 
 # glibc's allocator hands large freed blocks back to the OS and page-faults them in again when
 # the next step allocates its activations: about 10,000 faults per epoch of the example model,
@@ -24,8 +28,9 @@ PACKAGE = "digit_classifier"  # the default render's import name
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
-def add_arguments(parser) -> None:
-    """Options every benchmark takes."""
+def add_arguments(parser, steady_malloc: bool = True) -> None:
+    """Options every benchmark takes; with `steady_malloc=False` its processes keep glibc's
+    allocator as it is and there is no --default-malloc."""
     parser.add_argument("--project", help="an existing default render to use instead of a new one")
     parser.add_argument(
         "--threads",
@@ -33,6 +38,9 @@ def add_arguments(parser) -> None:
         help="torch threads in every measured process (OMP_NUM_THREADS); default: torch's own. "
         "On a machine that other jobs keep busy, 1 avoids threads spinning against each other.",
     )
+    if not steady_malloc:
+        parser.set_defaults(default_malloc=True)
+        return
     parser.add_argument(
         "--default-malloc",
         action="store_true",
@@ -61,8 +69,8 @@ def render_default(project: str | None = None) -> Path:
 
 
 def project_env(project: Path, **extra: str) -> dict:
-    """The environment of `python train.py` in a render used without installing it; the probes
-    module (benchmarks/probe.py) is importable too, for the timing callbacks."""
+    """The environment of `python train.py` in a render used without installing it; the probe
+    callbacks (benchmarks/probes.py) are importable too."""
     path = os.pathsep.join([str(project / "src"), str(HERE)])
     return {**os.environ, "PYTHONPATH": path, "PYTHONWARNINGS": "ignore", **extra}
 
@@ -82,6 +90,29 @@ def run(command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1
 
 def python(*args: str) -> list[str]:
     return [sys.executable, *args]
+
+
+def train_with_probe(
+    project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
+) -> dict:
+    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probes.<probe>`
+    writing JSON to `output`; returns what it wrote."""
+    overrides = [
+        *overrides,
+        f"trainer.max_epochs={epochs}",
+        f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
+        "test=false",
+        f"hydra.run.dir={run_dir}",
+        f"+callbacks.zz_probe._target_=probes.{probe}",
+        f"+callbacks.zz_probe.path={output}",
+    ]
+    run(python("train.py", *overrides), project, project_env(project))
+    return json.loads(output.read_text())
+
+
+def run_baseline(project: Path, name: str, *args: str) -> None:
+    """`python baselines.py <name> <args>` in a process of its own, inside the project."""
+    run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))
 
 
 def median(values) -> float:

@@ -2,12 +2,13 @@
 
     python benchmarks/data_path.py [--rounds 3] [--epochs 6] [--project DIR]
 
-Batches per second over whole epochs of the training split: the project's datamodule loader,
-a per-sample TensorDataset + DataLoader on the same tensors, and slicing the tensors by a
-shuffled index without any DataLoader (the floor). Then the share of training time spent
-between batches (fetching the next one, plus Lightning's own bookkeeping between steps) in a
-run of `python train.py`, measured by the benchmark's probe and by the project's own
-TrainingDiagnostics callback (`perf/data_wait_frac`, read back from the CSV log).
+Batches per second over whole epochs of the training split (baselines.py loaders): the
+project's datamodule loader, a per-sample TensorDataset + DataLoader on the same tensors, and
+slicing the tensors by a shuffled index without any DataLoader (the floor). Then the share of
+training time spent between batches (fetching the next one, plus Lightning's own bookkeeping
+between steps) in a run of `python train.py`, measured by the benchmark's probe
+(probes.EpochTimer) and by the project's own TrainingDiagnostics callback
+(`perf/data_wait_frac`, read back from the CSV log).
 """
 
 import argparse
@@ -16,13 +17,12 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import HERE, add_arguments, median, project_env, python, report, run, setup
-from train_overhead import PROJECT, train_with_probe
+from common import PROJECT, add_arguments, median, report, run_baseline, setup, train_with_probe
 
 
 def loader_rates(project: Path, scratch: Path) -> dict[str, float]:
     path = scratch / "loaders.json"
-    run(python(str(HERE / "probe.py"), "loaders", str(path)), project, project_env(project))
+    run_baseline(project, "loaders", str(path))
     return json.loads(path.read_text())
 
 

@@ -1,12 +1,14 @@
 """Inference latency of the exported formats against eager PyTorch, measured side by side.
 
-    python benchmarks/export_latency.py [--batch-sizes 1 16 64 256] [--repeats 200] [--project DIR]
+    python benchmarks/export_latency.py [--batch-sizes 1 16 64 256] [--repeats 200] [--threads 1]
+                                        [--project DIR]
 
 Renders the default project, trains it briefly, then runs its own `export.py`, which times eager
 PyTorch, TorchScript, torch.export and onnxruntime in one process, one after the other, on the
 same held-out batches: the median over `--repeats` calls after warm-up. Each format's speed-up
 is eager time / format time, so above 1 means faster than eager. Goal on CPU: onnxruntime at
-batch 1 at least 3x faster than eager.
+batch 1 at least 3x faster than eager. Its processes keep glibc's allocator as it is (the
+numbers in benchmarks/README.md were measured so): no --default-malloc here.
 """
 
 import argparse
@@ -14,7 +16,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import project_env, python, render_default, report, run
+from common import add_arguments, project_env, python, report, run, setup
 
 FORMATS = {"torchscript": "TorchScript", "torch_export": "torch.export", "onnx": "onnxruntime"}
 GOAL = 3.0  # onnxruntime's speed-up over eager at batch 1
@@ -25,10 +27,10 @@ def main():
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 16, 64, 256])
     parser.add_argument("--repeats", type=int, default=200, help="timed calls per format and size")
     parser.add_argument("--epochs", type=int, default=2, help="training epochs before export")
-    parser.add_argument("--project", help="an existing default render to use instead of a new one")
+    add_arguments(parser, steady_malloc=False)
     args = parser.parse_args()
 
-    project = render_default(args.project)
+    project = setup(args)
     env = project_env(project)
     with tempfile.TemporaryDirectory(prefix="bench-export-") as scratch:
         train_dir, export_dir = Path(scratch) / "train", Path(scratch) / "export"

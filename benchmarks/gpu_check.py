@@ -9,7 +9,7 @@ with the default callbacks and reads the device memory the diagnostics logged
                                                    # GPU-only settings: checks the script itself
 
 Each setting runs `python train.py` in a process of its own with the probe callback
-`probe.ThroughputProbe`, and results go to results/gpu_check.json.
+`probes.ThroughputProbe`, and results go to results/gpu_check.json.
 """
 
 import argparse
@@ -19,8 +19,7 @@ import tempfile
 from pathlib import Path
 
 import torch
-from common import add_arguments, project_env, python, report, run, setup
-from train_overhead import train_with_probe
+from common import add_arguments, project_env, python, report, run, setup, train_with_probe
 
 QUIET = [
     "logger=csv",
@@ -35,7 +34,7 @@ GPU = {
     "ddp, 1 device": ["trainer=ddp", "trainer.devices=1", "trainer.precision=32-true"],
 }
 MEMORY_METRICS = ["perf/gpu_mem_gb", "perf/gpu_mem_peak_gb"]
-PROBE = "ThroughputProbe"  # in probe.py
+PROBE = "ThroughputProbe"  # in probes.py
 # --dry-run: the CPU counterparts, so the script can be checked on a machine without a GPU.
 CPU = {
     "fp32": ["trainer=cpu", "trainer.precision=32-true"],

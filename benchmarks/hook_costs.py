@@ -12,8 +12,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import add_arguments, report, setup
-from train_overhead import PROJECT, train_with_probe
+from common import PROJECT, add_arguments, report, setup, train_with_probe
 
 
 def main():

@@ -10,13 +10,21 @@ Goal: config-only commands under 1 s.
 """
 
 import argparse
-import json
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from common import add_arguments, median, project_env, python, report, run, setup
+from common import (
+    add_arguments,
+    median,
+    project_env,
+    python,
+    report,
+    run,
+    setup,
+    train_with_probe,
+)
 
 COMMANDS = {
     "python -c pass": ["-c", "pass"],
@@ -45,18 +53,16 @@ def heavy_imports(project: Path, args: list[str]) -> list[str]:
 def first_step(project: Path, scratch: Path) -> dict[str, float]:
     """Seconds from launching `python train.py` to the start of fitting and to the first step."""
     scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
-    times = scratch / "times.json"
-    overrides = [
-        "trainer.max_epochs=1",
-        "+trainer.limit_train_batches=2",
-        "test=false",
-        f"hydra.run.dir={scratch / 'run'}",
-        "+callbacks.zz_probe._target_=probe.EpochTimer",
-        f"+callbacks.zz_probe.path={times}",
-    ]
     launched = time.time()
-    run(python("train.py", *overrides), project, project_env(project))
-    probe = json.loads(times.read_text())
+    # One epoch of two batches (the trainer.min_epochs=1 that this adds is the config's own).
+    probe = train_with_probe(
+        project,
+        ["+trainer.limit_train_batches=2"],
+        1,
+        scratch / "run",
+        "EpochTimer",
+        scratch / "times.json",
+    )
     return {
         "launch -> fit starts (imports, config, objects, run metadata)": probe["fit_start"]
         - launched,

@@ -23,10 +23,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import HERE, add_arguments, median, project_env, python, report, run, setup
-
-# The project as users run it, minus the progress bar (it only draws; the logger still logs).
-PROJECT = ["trainer.enable_progress_bar=false"]
+from common import PROJECT, add_arguments, median, report, run_baseline, setup, train_with_probe
 
 
 def default_callbacks(project: Path) -> list[str]:
@@ -38,7 +35,7 @@ def default_callbacks(project: Path) -> list[str]:
 
 
 def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
-    """Name -> overrides of `python train.py`, or the name of a probe in probe.py."""
+    """Name -> overrides of `python train.py`, or the name of a baseline in baselines.py."""
     runs: dict[str, list[str] | str] = {
         "project": PROJECT,
         "hand-written loop": "handwritten",
@@ -60,34 +57,12 @@ def variants(project: Path, breakdown: bool) -> dict[str, list[str] | str]:
     return runs
 
 
-def train_with_probe(
-    project: Path, overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
-) -> dict:
-    """`python train.py` for exactly `epochs` epochs, no test, with the callback `probe.<probe>`
-    writing JSON to `output`; returns what it wrote."""
-    overrides = [
-        *overrides,
-        f"trainer.max_epochs={epochs}",
-        f"trainer.min_epochs={epochs}",  # early stopping stays on but cannot end the run early
-        "test=false",
-        f"hydra.run.dir={run_dir}",
-        f"+callbacks.zz_probe._target_=probe.{probe}",
-        f"+callbacks.zz_probe.path={output}",
-    ]
-    run(python("train.py", *overrides), project, project_env(project))
-    return json.loads(output.read_text())
-
-
 def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) -> dict:
-    """One training run in its own process; returns the probe's timestamps."""
+    """One training run in its own process; returns its timestamps (probes.Clock)."""
     scratch = Path(tempfile.mkdtemp(dir=scratch))  # a new run directory: nothing to auto-resume
     times = scratch / "times.json"
     if isinstance(how, str):
-        run(
-            python(str(HERE / "probe.py"), how, str(epochs), str(times), str(scratch / "run")),
-            project,
-            project_env(project),
-        )
+        run_baseline(project, how, str(epochs), str(times), str(scratch / "run"))
         return json.loads(times.read_text())
     return train_with_probe(project, how, epochs, scratch / "run", "EpochTimer", times)
 
