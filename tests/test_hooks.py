@@ -1,9 +1,10 @@
 """The pre-generation hook rejects bad answers in one line; cookiecutter leaves nothing behind."""
 
+import errno
 import importlib.util
 
 import pytest
-from conftest import REPO
+from conftest import REPO, render
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
@@ -41,6 +42,14 @@ REJECTED = [
         "digit-classifier",
     ),
     ({"project": "-digits"}, "is not a valid distribution name", "digits"),
+    ({"project": "digits\n"}, "is not a valid distribution name", "digits"),
+    ({"project": "con"}, "project 'con' is a device name that Windows refuses", "con-project"),
+    ({"package": "nul"}, "package 'nul' is a device name that Windows refuses", "nul_project"),
+    # 300 is over the 255 bytes of a folder name; 167 fits one, but not the longest path.
+    *(
+        ({"package": "a" * length}, f"package '{'a' * 30}...' is {length} characters", "a" * 166)
+        for length in [300, 167]
+    ),
     (
         {"email": "nobody.example.com"},
         "email 'nobody.example.com' is not an email address",
@@ -81,8 +90,45 @@ def test_valid_answers_pass():
 
 
 def test_names_derive_from_the_project_name(tmp_path):
-    from conftest import render
-
     project = render(tmp_path, project_name="Digit Classifier")
     assert project.name == "digit-classifier"
     assert (project / "src" / "digit_classifier" / "cli.py").is_file()
+
+
+def test_package_path_is_the_longest_path_the_template_generates_in_the_package():
+    template = REPO / "{{cookiecutter.project}}"
+    paths = [str(path.relative_to(template)) for path in template.rglob("*") if path.is_file()]
+    in_package = [
+        path.replace("{{cookiecutter.package}}", "{}")
+        for path in paths
+        if "{{cookiecutter.package}}" in path
+    ]
+    assert hook.PACKAGE_PATH in in_package
+    assert len(hook.PACKAGE_PATH) == max(map(len, in_package))
+    assert hook.check_package("a" * hook.PACKAGE_MAX) is None
+    assert hook.check_package("a" * (hook.PACKAGE_MAX + 1)) is not None
+
+
+def test_too_long_package_leaves_nothing_and_the_suggested_rerun_renders(tmp_path, capfd):
+    with pytest.raises(FailedHookException):
+        render(tmp_path, package="a" * 300)
+    (line,) = capfd.readouterr().err.strip().splitlines()
+    assert list(tmp_path.iterdir()) == []
+
+    suggested = line.rsplit("try package=", 1)[1].strip("'")
+    project = render(tmp_path, package=suggested)
+    assert (project / "src" / suggested / "cli.py").is_file()
+    longest = max(len(str(path.relative_to(project))) for path in project.rglob("*"))
+    assert longest == hook.PATH_MAX  # the suggestion is as long as the limit allows
+
+
+def test_project_too_long_for_a_folder_name_is_refused_by_cookiecutter_and_leaves_nothing(
+    tmp_path,
+):
+    # cookiecutter creates the project folder before any hook runs, so the hook cannot word
+    # this one; the folder is never created, and the corrected rerun succeeds.
+    with pytest.raises(OSError) as refused:
+        render(tmp_path, project="a" * 300)
+    assert refused.value.errno == errno.ENAMETOOLONG
+    assert list(tmp_path.iterdir()) == []
+    assert render(tmp_path, project="a" * 255, package="digits").name == "a" * 255
