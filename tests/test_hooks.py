@@ -2,11 +2,15 @@
 
 import errno
 import importlib.util
+import json
+import re
 
 import pytest
 from conftest import REPO, render
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.generate import generate_context
 from cookiecutter.main import cookiecutter
+from cookiecutter.prompt import prompt_for_config
 
 spec = importlib.util.spec_from_file_location(
     "pre_gen_project", REPO / "hooks" / "pre_gen_project.py"
@@ -132,3 +136,20 @@ def test_project_too_long_for_a_folder_name_is_refused_by_cookiecutter_and_leave
     assert refused.value.errno == errno.ENAMETOOLONG
     assert list(tmp_path.iterdir()) == []
     assert render(tmp_path, project="a" * 255, package="digits").name == "a" * 255
+
+
+def test_hook_choices_are_the_choices_of_cookiecutter_json():
+    config = json.loads((REPO / "cookiecutter.json").read_text())
+    prompts = {key: value for key, value in config.items() if not key.startswith("_")}
+    lists = {key: set(value) for key, value in prompts.items() if isinstance(value, list)}
+    # Same options, key by key; the order differs (cookiecutter.json lists the default first).
+    assert {key: set(options) for key, options in hook.CHOICES.items()} == lists
+
+
+def test_every_key_the_hooks_read_is_a_prompt_and_the_defaults_pass():
+    hooks = [path.read_text() for path in (REPO / "hooks").glob("*.py")]
+    keys = {key for text in hooks for key in re.findall(r"\{\{ cookiecutter\.(\w+)", text)}
+    context = prompt_for_config(generate_context(REPO / "cookiecutter.json"), no_input=True)
+    assert keys <= {key for key in context if not key.startswith("_")}
+    # first_problem reads no answer that the rendered block does not pass it.
+    assert hook.first_problem({key: context[key] for key in keys}) is None
