@@ -4,6 +4,9 @@ import errno
 import importlib.util
 import json
 import re
+import shlex
+import subprocess
+import sys
 
 import pytest
 from conftest import REPO, render
@@ -153,3 +156,29 @@ def test_every_key_the_hooks_read_is_a_prompt_and_the_defaults_pass():
     assert keys <= {key for key in context if not key.startswith("_")}
     # first_problem reads no answer that the rendered block does not pass it.
     assert hook.first_problem({key: context[key] for key in keys}) is None
+
+
+def test_command_line_prints_what_the_readme_quotes(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    command, *expected = re.search(r"```console\n\$ (.*?)\n```", readme, re.S)[1].splitlines()
+    program, *args = [str(REPO) if arg == "<template>" else arg for arg in shlex.split(command)]
+    assert program == "cookiecutter"
+    result = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # The hook's line is all of stderr, and a terminal shows it first: cookiecutter writes to
+    # stdout only once the hook has failed. "  ..." stands for the traceback's frames, which
+    # name the installed files.
+    hook_line, *cookiecutter_lines = expected
+    assert result.stderr == f"{hook_line}\n"
+    pattern = "".join(
+        r"(?:  .*\n)+" if line == "  ..." else re.escape(line) + "\n"
+        for line in cookiecutter_lines
+    )
+    assert re.fullmatch(pattern, result.stdout), result.stdout
+    assert result.returncode == 1
+    assert list(tmp_path.iterdir()) == []
