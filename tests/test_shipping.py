@@ -3,6 +3,7 @@
 import datetime
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -125,6 +126,24 @@ def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
     # CPU torch first, so installing the project finds torch satisfied and adds no CUDA build.
     assert commands.index(cpu_torch) < commands.index('pip install -e ".[dev]"')
     assert commands[-2:] == ["pre-commit run --all-files --show-diff-on-failure", "pytest"]
+
+
+def test_workflow_passes_zizmor_with_actions_pinned_by_commit(default_project):
+    workflow = default_project / WORKFLOW
+    audit = subprocess.run(
+        ["zizmor", "--offline", "--format=json", str(workflow)],
+        env=TOOLS_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    findings = json.loads(audit.stdout)  # not JSON if zizmor could not audit the file
+    severities = [finding["determinations"]["severity"] for finding in findings]
+    assert "High" not in severities, audit.stdout
+    # zizmor wants a commit; people reading the workflow want the release it is.
+    uses = re.findall(r"uses: (.*)", workflow.read_text())
+    pinned = re.compile(r"[\w-]+/[\w-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
+    assert uses and all(pinned.fullmatch(action) for action in uses), uses
 
 
 @pytest.mark.parametrize(
