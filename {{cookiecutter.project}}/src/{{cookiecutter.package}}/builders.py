@@ -14,6 +14,7 @@ from pytorch_lightning.callbacks import (
 )
 
 from .console import UserError
+from .launch import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}
@@ -82,6 +83,8 @@ def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
     loggers = instantiate_group(cfg.get("logger"))
-    return instantiate(
+    trainer = instantiate(
         cfg.trainer, callbacks=build_callbacks(cfg, bool(loggers)), logger=loggers or False
     )
+    record_sigterm_without_collectives(trainer)
+    return trainer

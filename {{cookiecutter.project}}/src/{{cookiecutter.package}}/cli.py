@@ -5,6 +5,7 @@ Task modules are imported only once a task runs, so config-only commands such as
 """
 
 import importlib
+import signal
 import sys
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import hydra
 from dotenv import find_dotenv, load_dotenv
 from omegaconf import OmegaConf
 
-from .console import UserError, silence_noise
+from .console import UserError, exit_with_error, silence_noise
 from .launch import run_stamp
 
 # The function of each task in tasks/, keyed by its module and config name in configs/.
@@ -42,14 +43,14 @@ def _launch(name: str):
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):
         silence_noise()
-        task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
         try:
+            task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
             return task(cfg)
         except UserError as error:
-            # One write: under DDP every rank stops with this line, and lines that two processes
-            # write to one stderr in several pieces can interleave.
-            sys.stderr.write(f"error: {error}\n")
-            sys.exit(1)
+            exit_with_error(str(error), error.exit_status)
+        except KeyboardInterrupt:
+            # Outside a Trainer call: the tasks say how to go on from an interrupted one.
+            exit_with_error(f"{name} stopped by Ctrl-C (SIGINT)", 128 + signal.SIGINT)
 
     return main()
 

@@ -7,6 +7,7 @@ from omegaconf import DictConfig
 from ..builders import build_datamodule, build_trainer
 from ..checkpoints import load_model
 from ..console import UserError
+from ..launch import stops_by_signal
 from ..records import plain_metrics, write_json
 
 
@@ -16,7 +17,10 @@ def evaluate(cfg: DictConfig) -> dict:
     model = load_model(cfg.ckpt_path)
     datamodule = build_datamodule(cfg)
     trainer = build_trainer(cfg)
-    trainer.test(model, datamodule=datamodule)
+    with stops_by_signal(
+        trainer, "evaluation", "nothing was written; rerun the command to evaluate"
+    ):
+        trainer.test(model, datamodule=datamodule)
     metrics = plain_metrics(trainer.callback_metrics) | {"ckpt_path": str(cfg.ckpt_path)}
     write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
     return metrics

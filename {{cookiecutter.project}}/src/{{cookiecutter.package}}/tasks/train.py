@@ -8,7 +8,7 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from ..builders import build_datamodule, build_model, build_trainer
 from ..checkpoints import resume_path
-from ..launch import relaunches_script, run_job_in_subprocess
+from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import plain_metrics, record_run, write_json
 
 
@@ -23,16 +23,19 @@ def train(cfg: DictConfig) -> float | None:
     model = build_model(cfg)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
-    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    output_dir = Path(cfg.paths.output_dir)
+    resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
+    with stops_by_signal(trainer, "training", resume):
+        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = plain_metrics(trainer.callback_metrics)
 
     best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
     if cfg.test:
         # Without a checkpoint callback the weights from the end of training are tested.
-        trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+        with stops_by_signal(trainer, "testing", resume):
+            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
     metrics["best_model_path"] = best
-    output_dir = Path(cfg.paths.output_dir)
     write_json(output_dir / "metrics.json", metrics)
     say_how_it_ended(trainer, output_dir)
     return metrics.get(cfg.optimized_metric)
