@@ -1,5 +1,6 @@
 """Training: fit, test the best checkpoint, write metrics.json."""
 
+import json
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -11,9 +12,25 @@ from ..checkpoints import resume_path
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import plain_metrics, record_run, write_json
 
+say = rank_zero_only(print)
+
 
 def train(cfg: DictConfig) -> float | None:
-    """Runs one training job and returns the metric named by `optimized_metric`, for sweeps."""
+    """Runs one training job and returns the metric named by `optimized_metric`, for sweeps.
+
+    metrics.json is written once fitting ends and again with the test metrics. Rerun in its own
+    directory, a run that was stopped while testing is tested again, and a finished one is left
+    as it is: no metric is ever lost.
+    """
+    output_dir = Path(cfg.paths.output_dir)
+    metrics = earlier_metrics(output_dir)
+    if finished(metrics, cfg.test):
+        value = metrics.get(cfg.optimized_metric)
+        say(
+            f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
+            "choose a new hydra.run.dir"
+        )
+        return value
     ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
     pl.seed_everything(cfg.seed, workers=True)
     trainer = build_trainer(cfg)
@@ -23,22 +40,35 @@ def train(cfg: DictConfig) -> float | None:
     model = build_model(cfg)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
-    output_dir = Path(cfg.paths.output_dir)
     resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
-    with stops_by_signal(trainer, "training", resume):
-        trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    metrics = plain_metrics(trainer.callback_metrics)
-
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    if not metrics:  # not fitted yet
+        with stops_by_signal(trainer, "training", resume):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        metrics = plain_metrics(trainer.callback_metrics) | {"best_model_path": best}
+        write_json(output_dir / "metrics.json", metrics)
     if cfg.test:
         # Without a checkpoint callback the weights from the end of training are tested.
+        best = metrics["best_model_path"] or None
         with stops_by_signal(trainer, "testing", resume):
-            trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+            trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
-    metrics["best_model_path"] = best
-    write_json(output_dir / "metrics.json", metrics)
+        write_json(output_dir / "metrics.json", metrics)
     say_how_it_ended(trainer, output_dir)
     return metrics.get(cfg.optimized_metric)
+
+
+def earlier_metrics(output_dir: Path) -> dict:
+    """What a run in this directory wrote to metrics.json before; {} in a new run directory."""
+    path = output_dir / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def finished(metrics: dict, test: bool) -> bool:
+    """Whether an earlier run left nothing to do: fitted, and tested if asked. A run without
+    checkpoints cannot be tested again: its weights are gone."""
+    tested = any(name.startswith("test/") for name in metrics)
+    return bool(metrics) and (not test or tested or not metrics.get("best_model_path"))
 
 
 @rank_zero_only
