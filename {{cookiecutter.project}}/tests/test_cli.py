@@ -1,11 +1,13 @@
 """The command line as users meet it: mistakes give one clear line (DDP: test_distributed.py)."""
 
 import os
+import resource
+import signal
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, compose_config, run_cli
+from conftest import QUIET, ROOT, compose_config, error_lines, run_cli
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
@@ -69,3 +71,64 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         assert str(error.value).startswith(message)
         assert "\n" not in str(error.value)
     assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
+
+
+def limit_file_size(size: int):
+    """For `preexec_fn`: files can grow to `size` bytes, after which a write fails with EFBIG,
+    the way a full disk fails one with ENOSPC."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the process is killed instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "run dir is a file",
+        "under a file",
+        "not writable",
+        "disk full",
+        "full at checkpoint",
+    ],
+)
+def test_environment_problems_give_one_line_and_leave_nothing_half_written(case, tmp_path):
+    run_dir, file = tmp_path / "run", tmp_path / "file"
+    file.write_text("kept")
+    cannot_write = "write elsewhere with hydra.run.dir=... (or paths.log_dir=...)"
+    # Each: overrides, start_cli options, the start of the error line.
+    cases = {
+        "run dir is a file": ([f"hydra.run.dir={file}"], {}, f"hydra.run.dir {file} is a file"),
+        "under a file": (
+            [f"hydra.run.dir={file / 'run'}"],
+            {},
+            f"cannot write to {file / 'run'}: Not a directory; {cannot_write}",
+        ),
+        # sysfs takes no new folders, from root either; read-only where containers mount it so.
+        "not writable": (
+            ["paths.log_dir=/sys/no-runs-here"],
+            {},
+            "cannot write to /sys/no-runs-here/",
+        ),
+        "disk full": (
+            [f"hydra.run.dir={run_dir}"],
+            {"preexec_fn": limit_file_size(0)},
+            f"cannot write to {run_dir}: File too large; {cannot_write}",
+        ),
+        # The checkpoint is the first file larger than this: the run trains until it saves one.
+        "full at checkpoint": (
+            [f"hydra.run.dir={run_dir}", "trainer.max_epochs=1", "+trainer.limit_train_batches=2"],
+            {"preexec_fn": limit_file_size(100_000)},
+            f"cannot write to {run_dir}: File too large; {cannot_write}",
+        ),
+    }
+    overrides, options, message = cases[case]
+    result = run_cli("train.py", *QUIET, *overrides, timeout=120, **options)
+    assert result.returncode == 1, result.stderr[-3000:]
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {message}")
+    assert "Traceback" not in result.stderr
+    assert file.read_text() == "kept"
+    assert not list(tmp_path.rglob("*.partial*"))

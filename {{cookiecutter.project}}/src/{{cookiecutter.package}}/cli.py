@@ -4,6 +4,7 @@ Task modules are imported only once a task runs, so config-only commands such as
 `--help` and `--cfg job` never import torch or Lightning.
 """
 
+import errno
 import importlib
 import signal
 import sys
@@ -11,9 +12,10 @@ from pathlib import Path
 
 import hydra
 from dotenv import find_dotenv, load_dotenv
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from .console import UserError, exit_with_error, silence_noise
+from .console import UserError, cannot_write, exit_with_error, silence_noise
 from .launch import run_stamp
 
 # The function of each task in tasks/, keyed by its module and config name in configs/.
@@ -24,6 +26,9 @@ TASKS = {
     # predict imports only numpy and onnxruntime: it runs where torch is not installed.
     "predict": "predict",
 }
+# What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
+# filesystem. The user's environment, not a bug: one line rather than a traceback.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def config_dir() -> str:
@@ -51,6 +56,12 @@ def _launch(name: str):
         except KeyboardInterrupt:
             # Outside a Trainer call: the tasks say how to go on from an interrupted one.
             exit_with_error(f"{name} stopped by Ctrl-C (SIGINT)", 128 + signal.SIGINT)
+        except OSError as error:
+            if error.errno not in WRITE_ERRORS:
+                raise
+            exit_with_error(
+                cannot_write(error.filename or HydraConfig.get().runtime.output_dir, error)
+            )
 
     return main()
 

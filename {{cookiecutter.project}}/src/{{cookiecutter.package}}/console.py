@@ -28,6 +28,14 @@ class UserError(Exception):
     exit_status = 1
 
 
+def cannot_write(where, error: OSError) -> str:
+    """The line for run files that cannot be written: a full disk, a read-only filesystem."""
+    return (
+        f"cannot write to {where}: {error.strerror}; write elsewhere with hydra.run.dir=... "
+        "(or paths.log_dir=...)"
+    )
+
+
 def exit_with_error(message: str, status: int = 1) -> NoReturn:
     # One write: under DDP every rank stops with this line, and lines that two processes write
     # to one stderr in several pieces can interleave.

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -21,9 +22,11 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from .console import UserError, exit_with_error
+from .console import UserError, cannot_write, exit_with_error
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
+# Room that a new run directory must have: Hydra's .hydra/*.yaml and the log are a few KiB.
+PROBE_BYTES = 64 * 1024
 
 
 def run_stamp(pattern: str) -> str:
@@ -101,8 +104,8 @@ def process_rank() -> int:
 
 
 class KeepRunRecords(Callback):
-    """Stops a run whose directory holds another task's or another config's run, with one line,
-    before Hydra writes anything there (configs/hydra/default.yaml).
+    """Stops a run whose directory holds another task's or another config's run, or cannot be
+    written, with one line, before Hydra writes anything there (configs/hydra/default.yaml).
 
     Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
     `on_run_start` comes before that. The same config in its own directory passes, so that an
@@ -117,7 +120,7 @@ class KeepRunRecords(Callback):
         run_dir = Path(config.hydra.run.dir).absolute()
         task_config = OmegaConf.to_container(config)
         del task_config["hydra"]
-        problem = other_run(run_dir, task_config)
+        problem = other_run(run_dir, task_config) or unwritable(run_dir)
         if problem:
             exit_with_error(problem)
 
@@ -170,6 +173,19 @@ def flatten(node, prefix: str = "") -> Iterator[tuple[str, object]]:
         return
     for key, value in node.items():
         yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
+
+
+def unwritable(run_dir: Path) -> str | None:
+    """Why the run's files cannot be written to `run_dir`: read-only, not permitted, full. The
+    probe is larger than what Hydra writes before the task runs (the task's own writes fail with
+    one line too), so that a full disk never leaves Hydra's files half-written."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir) as probe:
+            probe.write(bytes(PROBE_BYTES))
+    except OSError as error:
+        return cannot_write(run_dir, error)
+    return None
 
 
 class Stopped(UserError):
