@@ -7,8 +7,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from conftest import QUIET, ROOT, compose_config, error_lines, run_cli
 
+from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
@@ -71,6 +73,65 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         assert str(error.value).startswith(message)
         assert "\n" not in str(error.value)
     assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
+
+
+# Lightning would find the accelerator these ask for on a machine that has one.
+NO_GPU = pytest.mark.skipif(
+    torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.batch_size=0"], "data.batch_size=0 must be a whole number of at least 1"),
+        (["data.num_workers=-1"], "data.num_workers=-1 must be a whole number of at least 0"),
+        (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a fraction from 0 to below 1"),
+        (["data.val_fraction=0"], "data.val_fraction=0 leaves no validation data"),
+        (
+            ["data.val_fraction=0.6", "data.test_fraction=0.5"],
+            "data.val_fraction=0.6 and data.test_fraction=0.5 leave nothing to train on",
+        ),
+        (
+            ["model.optimizer.lr=abc"],
+            "model.optimizer (lr='abc', weight_decay=0.0001) is refused by torch.optim.AdamW: ",
+        ),
+        (["model.optimizer.lr=-1"], "model.optimizer (lr=-1, weight_decay=0.0001) is refused"),
+        (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
+        (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
+        (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
+        (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),
+        (["trainer.devices=0"], "Lightning refuses the trainer settings: `Trainer(devices=0)`"),
+        pytest.param(
+            ["trainer.accelerator=gpu"],
+            "trainer.accelerator=gpu: this machine has no such device; train on the CPU with "
+            "trainer=cpu",
+            marks=NO_GPU,
+        ),
+        pytest.param(
+            ["trainer=ddp"],
+            "trainer.accelerator=gpu: this machine has no such device; train on the CPU with "
+            "trainer=ddp_cpu (DDP over CPU processes) or trainer=cpu",
+            marks=NO_GPU,
+        ),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_bad_settings_are_named_in_one_line_before_training(overrides, message, tmp_path):
+    """In process: the CLI prints any UserError as one line, as the tests above show."""
+    with pytest.raises(UserError) as error:
+        train(compose_config("train", tmp_path, overrides))
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path, caplog):
+    cfg = compose_config("train", tmp_path, ["trainer.accelerator=cpu", "trainer.devices=4"])
+    with caplog.at_level("INFO"):
+        trainer = build_trainer(cfg)  # the processes start with fit, not here
+    assert (trainer.num_devices, type(trainer.strategy).__name__) == (4, "DDPStrategy")
+    assert "trainer.devices=4 on the CPU: starting 4 processes (DDP over gloo)" in caplog.text
 
 
 def limit_file_size(size: int):

@@ -5,6 +5,7 @@ from hydra.utils import instantiate
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from ..builders import build_partial
 from ..records import is_logging_step
 
 
@@ -102,10 +103,12 @@ class Classifier(pl.LightningModule):
         return self(x).softmax(dim=-1)
 
     def configure_optimizers(self):
-        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
+        optimizer = build_partial(
+            self.hparams.optimizer, "model.optimizer", params=self.parameters()
+        )
         if not self.hparams.scheduler:
             return optimizer
-        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
+        scheduler = build_partial(self.hparams.scheduler, "model.scheduler", optimizer=optimizer)
         # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
         return {
             "optimizer": optimizer,
