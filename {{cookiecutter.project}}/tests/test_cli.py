@@ -153,6 +153,7 @@ def limit_file_size(size: int):
         "not writable",
         "disk full",
         "full at checkpoint",
+        "wandb",
     ],
 )
 def test_environment_problems_give_one_line_and_leave_nothing_half_written(case, tmp_path):
@@ -184,12 +185,29 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
             {"preexec_fn": limit_file_size(100_000)},
             f"cannot write to {run_dir}: File too large; {cannot_write}",
         ),
+        # No login anywhere W&B looks: the environment, ~/.netrc, a .env file.
+        "wandb": (
+            [f"hydra.run.dir={run_dir}", "logger=wandb"],
+            {
+                "cwd": tmp_path,
+                "env": {
+                    "HOME": str(tmp_path),
+                    "WANDB_API_KEY": None,
+                    "WANDB_MODE": None,
+                    "NETRC": None,
+                },
+            },
+            "logger=wandb cannot start a run: ",
+        ),
     }
     overrides, options, message = cases[case]
-    result = run_cli("train.py", *QUIET, *overrides, timeout=120, **options)
+    quiet = QUIET[1:] if case == "wandb" else QUIET  # QUIET[0] chooses the CSV logger
+    result = run_cli("train.py", *quiet, *overrides, timeout=120, **options)
     assert result.returncode == 1, result.stderr[-3000:]
     (line,) = error_lines(result)
     assert line.startswith(f"error: {message}")
     assert "Traceback" not in result.stderr
     assert file.read_text() == "kept"
     assert not list(tmp_path.rglob("*.partial*"))
+    if case == "wandb":
+        assert "`wandb login`" in line and "WANDB_MODE=offline" in line
