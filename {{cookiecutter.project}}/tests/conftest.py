@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,20 +39,56 @@ def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True
     return cfg
 
 
-def run_cli(
-    script: str, *overrides: str, cwd=ROOT, env: dict | None = None, timeout=300, launcher=()
+def start_cli(
+    script: str, *overrides: str, cwd=ROOT, env: dict | None = None, launcher=(), **popen
 ):
-    """Runs `python [launcher] <script> <overrides>` from the project root, as a user would;
-    e.g. launcher=("-m", "torch.distributed.run", "--nproc_per_node=2") for torchrun."""
+    """Starts `python [launcher] <script> <overrides>` from the project root, as a user would;
+    e.g. launcher=("-m", "torch.distributed.run", "--nproc_per_node=2") for torchrun. `env` adds
+    variables to this process's; None removes one."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
-    return subprocess.run(
+    return subprocess.Popen(
         [sys.executable, *launcher, str(ROOT / script), *overrides],
         cwd=cwd,
-        env=env,
-        capture_output=True,
+        env={name: value for name, value in env.items() if value is not None},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=timeout,
+        **popen,
     )
+
+
+def finish(process: subprocess.Popen, timeout=300) -> subprocess.CompletedProcess:
+    """The result of a started command, once it and every process that shares its output (DDP
+    ranks) have ended."""
+    with process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise
+    return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
+
+
+def run_cli(script: str, *overrides: str, timeout=300, **options) -> subprocess.CompletedProcess:
+    """Runs a command as `start_cli` starts it, and returns its result."""
+    return finish(start_cli(script, *overrides, **options), timeout)
+
+
+def stop_at_epoch(process: subprocess.Popen, last: Path, epoch: int, signum: int):
+    """Sends `signum` to a training command once its last.ckpt holds `epoch`; its result."""
+    from {{ cookiecutter.package }}.checkpoints import load_checkpoint
+
+    # last.ckpt is replaced atomically, so it can be read while the run goes on.
+    while process.poll() is None and not (
+        last.is_file() and load_checkpoint(last)["epoch"] >= epoch
+    ):
+        time.sleep(0.05)
+    process.send_signal(signum)
+    return finish(process, timeout=120)
+
+
+def error_lines(result: subprocess.CompletedProcess) -> list[str]:
+    return [line for line in result.stderr.splitlines() if line.startswith("error:")]
 
 
 @pytest.fixture(scope="session")

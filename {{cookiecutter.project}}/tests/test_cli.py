@@ -1,12 +1,16 @@
 """The command line as users meet it: mistakes give one clear line (DDP: test_distributed.py)."""
 
 import os
+import resource
+import signal
 import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, compose_config, run_cli
+import torch
+from conftest import QUIET, ROOT, compose_config, error_lines, run_cli
 
+from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
@@ -69,3 +73,141 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         assert str(error.value).startswith(message)
         assert "\n" not in str(error.value)
     assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
+
+
+# Lightning would find the accelerator these ask for on a machine that has one.
+NO_GPU = pytest.mark.skipif(
+    torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["data.batch_size=0"], "data.batch_size=0 must be a whole number of at least 1"),
+        (["data.num_workers=-1"], "data.num_workers=-1 must be a whole number of at least 0"),
+        (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a fraction from 0 to below 1"),
+        (["data.val_fraction=0"], "data.val_fraction=0 leaves no validation data"),
+        (
+            ["data.val_fraction=0.6", "data.test_fraction=0.5"],
+            "data.val_fraction=0.6 and data.test_fraction=0.5 leave nothing to train on",
+        ),
+        (
+            ["model.optimizer.lr=abc"],
+            "model.optimizer (lr='abc', weight_decay=0.0001) is refused by torch.optim.AdamW: ",
+        ),
+        (["model.optimizer.lr=-1"], "model.optimizer (lr=-1, weight_decay=0.0001) is refused"),
+        (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
+        (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
+        (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
+        (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),
+        (["trainer.devices=0"], "Lightning refuses the trainer settings: `Trainer(devices=0)`"),
+        pytest.param(
+            ["trainer.accelerator=gpu"],
+            "trainer.accelerator=gpu: this machine has no such device; train on the CPU with "
+            "trainer=cpu",
+            marks=NO_GPU,
+        ),
+        pytest.param(
+            ["trainer=ddp"],
+            "trainer.accelerator=gpu: this machine has no such device; train on the CPU with "
+            "trainer=ddp_cpu (DDP over CPU processes) or trainer=cpu",
+            marks=NO_GPU,
+        ),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else "",
+)
+def test_bad_settings_are_named_in_one_line_before_training(overrides, message, tmp_path):
+    """In process: the CLI prints any UserError as one line, as the tests above show."""
+    with pytest.raises(UserError) as error:
+        train(compose_config("train", tmp_path, overrides))
+    assert str(error.value).startswith(message)
+    assert "\n" not in str(error.value)
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path, caplog):
+    cfg = compose_config("train", tmp_path, ["trainer.accelerator=cpu", "trainer.devices=4"])
+    with caplog.at_level("INFO"):
+        trainer = build_trainer(cfg)  # the processes start with fit, not here
+    assert (trainer.num_devices, type(trainer.strategy).__name__) == (4, "DDPStrategy")
+    assert "trainer.devices=4 on the CPU: starting 4 processes (DDP over gloo)" in caplog.text
+
+
+def limit_file_size(size: int):
+    """For `preexec_fn`: files can grow to `size` bytes, after which a write fails with EFBIG,
+    the way a full disk fails one with ENOSPC."""
+
+    def limit():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # else the process is killed instead
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+
+    return limit
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "run dir is a file",
+        "under a file",
+        "not writable",
+        "disk full",
+        "full at checkpoint",
+        "wandb",
+    ],
+)
+def test_environment_problems_give_one_line_and_leave_nothing_half_written(case, tmp_path):
+    run_dir, file = tmp_path / "run", tmp_path / "file"
+    file.write_text("kept")
+    cannot_write = "write elsewhere with hydra.run.dir=... (or paths.log_dir=...)"
+    # Each: overrides, start_cli options, the start of the error line.
+    cases = {
+        "run dir is a file": ([f"hydra.run.dir={file}"], {}, f"hydra.run.dir {file} is a file"),
+        "under a file": (
+            [f"hydra.run.dir={file / 'run'}"],
+            {},
+            f"cannot write to {file / 'run'}: Not a directory; {cannot_write}",
+        ),
+        # sysfs takes no new folders, from root either; read-only where containers mount it so.
+        "not writable": (
+            ["paths.log_dir=/sys/no-runs-here"],
+            {},
+            "cannot write to /sys/no-runs-here/",
+        ),
+        "disk full": (
+            [f"hydra.run.dir={run_dir}"],
+            {"preexec_fn": limit_file_size(0)},
+            f"cannot write to {run_dir}: File too large; {cannot_write}",
+        ),
+        # The checkpoint is the first file larger than this: the run trains until it saves one.
+        "full at checkpoint": (
+            [f"hydra.run.dir={run_dir}", "trainer.max_epochs=1", "+trainer.limit_train_batches=2"],
+            {"preexec_fn": limit_file_size(100_000)},
+            f"cannot write to {run_dir}: File too large; {cannot_write}",
+        ),
+        # No login anywhere W&B looks: the environment, ~/.netrc, a .env file.
+        "wandb": (
+            [f"hydra.run.dir={run_dir}", "logger=wandb"],
+            {
+                "cwd": tmp_path,
+                "env": {
+                    "HOME": str(tmp_path),
+                    "WANDB_API_KEY": None,
+                    "WANDB_MODE": None,
+                    "NETRC": None,
+                },
+            },
+            "logger=wandb cannot start a run: ",
+        ),
+    }
+    overrides, options, message = cases[case]
+    quiet = QUIET[1:] if case == "wandb" else QUIET  # QUIET[0] chooses the CSV logger
+    result = run_cli("train.py", *quiet, *overrides, timeout=120, **options)
+    assert result.returncode == 1, result.stderr[-3000:]
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {message}")
+    assert "Traceback" not in result.stderr
+    assert file.read_text() == "kept"
+    assert not list(tmp_path.rglob("*.partial*"))
+    if case == "wandb":
+        assert "`wandb login`" in line and "WANDB_MODE=offline" in line

@@ -2,15 +2,26 @@
 in a Hydra multirun. Each run checks as much as it can: these are the expensive tests."""
 
 import json
+import signal
 import subprocess
 
 import pytest
 import pytorch_lightning as pl
-from conftest import ALLOWED, CONFIGS, QUIET, ROOT, compose_config, run_cli
+from conftest import (
+    ALLOWED,
+    CONFIGS,
+    QUIET,
+    ROOT,
+    compose_config,
+    error_lines,
+    run_cli,
+    start_cli,
+    stop_at_epoch,
+)
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.builders import build_datamodule, build_trained
+from {{ cookiecutter.package }}.builders import build_datamodule, build_trained, build_trainer
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 
 # 1,420 train samples: an even number, so the two training shards need no padding and must be
@@ -124,6 +135,23 @@ def test_a_nan_loss_on_one_rank_stops_every_rank_at_that_step(tmp_path):
 
 
 @pytest.mark.slow
+def test_sigterm_to_the_launching_process_stops_every_rank_with_one_line(tmp_path):
+    # Lightning's own SIGTERM handler broadcast from inside the handler, and could leave the two
+    # ranks waiting for each other in different collectives: the result comes back only once
+    # both processes have ended (they share its output), within the timeout.
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    command = [*QUIET, "trainer=ddp_cpu", "trainer.max_epochs=30", f"hydra.run.dir={tmp_path}"]
+    result = stop_at_epoch(start_cli("train.py", *command), last, 0, signal.SIGTERM)
+    assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
+    assert set(error_lines(result)) == {
+        "error: training stopped by SIGTERM; to resume, rerun the same command with "
+        f"hydra.run.dir={tmp_path}"
+    }
+    assert "Traceback" not in result.stderr
+    assert load_checkpoint(last)["epoch"] >= 0 and not (tmp_path / "metrics.json").exists()
+
+
+@pytest.mark.slow
 def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path):
     logs, sweep = tmp_path / "logs", tmp_path / "sweep"
     result = run_cli(
@@ -165,6 +193,27 @@ def test_slurm_launcher_config_submits_one_task_per_gpu():
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+
+
+def test_on_slurm_the_requeue_handler_stays_beside_the_sigterm_one(tmp_path, monkeypatch):
+    # What SLURMEnvironment.detect() looks for; the job is not started, only its handlers.
+    for name, value in {
+        "SLURM_NTASKS": "1",
+        "SLURM_JOB_NAME": "train",
+        "SLURM_JOB_ID": "7",
+    }.items():
+        monkeypatch.setenv(name, value)
+    trainer = build_trainer(compose_config("train", tmp_path, ["trainer.accelerator=cpu"]))
+    connector = trainer._signal_connector
+    connector.register_signal_handlers()  # what every Trainer call does first
+    try:
+        usr1, term = (
+            signal.getsignal(s).signal_handlers for s in (signal.SIGUSR1, signal.SIGTERM)
+        )
+    finally:
+        connector.teardown()
+    assert connector._slurm_sigusr_handler_fn in usr1  # checkpoint, then scontrol requeue
+    assert term[0].__name__ == "notify"  # launch.record_sigterm_without_collectives
 
 
 def test_slurm_batch_script_is_valid_bash_and_keeps_one_run_dir_per_job():

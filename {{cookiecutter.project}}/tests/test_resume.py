@@ -1,4 +1,5 @@
-"""Runs that survive being killed: atomic checkpoints, auto-resume, and a NaN guard."""
+"""Runs that survive being killed or stopped: atomic checkpoints, auto-resume, SIGTERM and Ctrl-C
+as failures that say how to resume, run directories that keep their records, and a NaN guard."""
 
 import json
 import os
@@ -9,7 +10,7 @@ import time
 
 import pytest
 import torch
-from conftest import QUIET, ROOT, compose_config, run_cli
+from conftest import QUIET, ROOT, compose_config, error_lines, run_cli, start_cli, stop_at_epoch
 
 from {{ cookiecutter.package }}.checkpoints import (
     load_checkpoint,
@@ -70,6 +71,60 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
     for run in metrics:
         run.pop("best_model_path")
     assert metrics[0] == metrics[1]
+
+
+def files(run_dir) -> dict:
+    return {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
+
+
+@pytest.mark.slow
+def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tmp_path):
+    run_dir = tmp_path / "run"
+    last = run_dir / "checkpoints" / "last.ckpt"
+    short = ["+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1"]
+    command = [*QUIET, *short, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
+    resume = f"to resume, rerun the same command with hydra.run.dir={run_dir}"
+
+    # Ctrl-C, then SIGTERM in the resumed run: neither passes for a success.
+    epoch = 0
+    for signum, name in ((signal.SIGINT, "Ctrl-C (SIGINT)"), (signal.SIGTERM, "SIGTERM")):
+        result = stop_at_epoch(start_cli("train.py", *command), last, epoch, signum)
+        assert result.returncode == 128 + signum, result.stderr[-3000:]
+        assert error_lines(result) == [f"error: training stopped by {name}; {resume}"]
+        assert "Traceback" not in result.stderr
+        assert not (run_dir / "metrics.json").exists()
+        epoch = load_checkpoint(last)["epoch"] + 1
+    assert f"Restoring states from the checkpoint path at {last}" in result.stdout + result.stderr
+
+    result = run_cli("train.py", *command)  # the command it says, which completes the run
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert {"train/loss", "val/acc", "val/acc_best", "test/acc"} <= metrics.keys()
+
+    # Once more: the run is complete and nothing changes (Hydra's log only grows).
+    before = files(run_dir)
+    result = run_cli("train.py", *command)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"run {run_dir} is complete (val/acc_best={metrics['val/acc_best']})" in result.stdout
+    after = files(run_dir)
+    assert after.pop(run_dir / "train.log").startswith(before.pop(run_dir / "train.log"))
+    assert after == before
+
+    # Another config, or another task, stops before writing anything.
+    before = files(run_dir)
+    other_config = run_cli("train.py", *command, "trainer.max_epochs=21")
+    best = run_dir / "checkpoints" / "best.ckpt"
+    other_task = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={run_dir}")
+    assert error_lines(other_config) == [
+        f"error: {run_dir} holds a run with other settings (trainer.max_epochs was 20, now 21): "
+        "rerun it with its own settings to resume it, or choose a new hydra.run.dir"
+    ]
+    assert error_lines(other_task) == [
+        f"error: {run_dir} holds a train run; eval writes to a run directory of its own: leave "
+        "out hydra.run.dir or choose a new one"
+    ]
+    assert other_config.returncode == other_task.returncode == 1
+    assert files(run_dir) == before
 
 
 def test_a_kill_while_saving_keeps_the_previous_checkpoint(tmp_path):

@@ -5,6 +5,7 @@ import importlib
 import pytorch_lightning as pl
 from hydra.utils import instantiate
 from omegaconf import DictConfig
+from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
     Checkpoint,
     EarlyStopping,
@@ -12,9 +13,12 @@ from pytorch_lightning.callbacks import (
     ModelSummary,
     ProgressBar,
 )
+from pytorch_lightning.utilities import rank_zero_info
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
+from .launch import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}
@@ -37,7 +41,31 @@ def instantiate_group(group: DictConfig | None) -> list:
 
 
 def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
+    check_data_options(cfg.data)
     return instantiate(cfg.data)
+
+
+def check_data_options(data: DictConfig) -> None:
+    """One line for a bad value of an option that datamodules share, before one is built: a
+    DataLoader or a split would fail on it later, with a traceback."""
+    for name, lowest in (("batch_size", 1), ("num_workers", 0)):
+        value = data.get(name, lowest)
+        if type(value) is not int or value < lowest:
+            raise UserError(f"data.{name}={value} must be a whole number of at least {lowest}")
+    fractions = [name for name in ("val_fraction", "test_fraction") if name in data]
+    for name in fractions:
+        if type(data[name]) not in (int, float) or not 0 <= data[name] < 1:
+            raise UserError(
+                f"data.{name}={data[name]} must be a fraction from 0 to below 1, e.g. 0.15"
+            )
+    if data.get("val_fraction") == 0:
+        raise UserError(
+            "data.val_fraction=0 leaves no validation data for checkpoints and early stopping to "
+            "watch: e.g. data.val_fraction=0.15"
+        )
+    if sum(data[name] for name in fractions) >= 1:
+        settings = " and ".join(f"data.{name}={data[name]}" for name in fractions)
+        raise UserError(f"{settings} leave nothing to train on: keep their sum below 1")
 
 
 def build_model(cfg: DictConfig) -> pl.LightningModule:
@@ -59,6 +87,18 @@ def build_trained(
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
     return model.eval(), instantiate(data_config)
+
+
+def build_partial(config: dict, setting: str, **arguments):
+    """`config`, a `_partial_` target such as an optimizer, called with `arguments`. What its class
+    refuses (a negative learning rate, text for a number) is the user's `setting`: one line."""
+    try:
+        return instantiate(config)(**arguments)
+    except (TypeError, ValueError) as error:
+        values = ", ".join(f"{key}={value!r}" for key, value in config.items() if key[0] != "_")
+        raise UserError(
+            f"{setting} ({values}) is refused by {config['_target_']}: {error}"
+        ) from None
 
 
 def require_logger_packages(group: DictConfig | None) -> None:
@@ -98,9 +138,43 @@ def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
     return [callback for callback in callbacks if not isinstance(callback, tuple(off))]
 
 
+def check_trainer_settings(trainer: DictConfig) -> None:
+    """One line for trainer settings that Lightning refuses unclearly ("No supported gpu backend
+    found!") or accepts and then fails on deep inside fit."""
+    accelerator = trainer.get("accelerator")
+    kinds = ["cuda", "mps"] if accelerator == "gpu" else [accelerator]
+    if isinstance(accelerator, str) and all(
+        kind in AcceleratorRegistry and not AcceleratorRegistry[kind]["accelerator"].is_available()
+        for kind in kinds
+    ):
+        instead = "trainer=cpu"
+        if trainer.get("strategy") == "ddp":
+            instead = "trainer=ddp_cpu (DDP over CPU processes) or trainer=cpu"
+        raise UserError(
+            f"trainer.accelerator={accelerator}: this machine has no such device; train on the "
+            f"CPU with {instead}"
+        )
+    for name, lowest in (("max_epochs", -1), ("check_val_every_n_epoch", 1)):
+        value = trainer.get(name)
+        if value is not None and (type(value) is not int or value < lowest):
+            raise UserError(f"trainer.{name}={value} must be a whole number of at least {lowest}")
+
+
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
+    check_trainer_settings(cfg.trainer)
     loggers = instantiate_group(cfg.get("logger"))
-    return instantiate(
-        cfg.trainer, callbacks=build_callbacks(cfg, bool(loggers)), logger=loggers or False
-    )
+    callbacks = build_callbacks(cfg, bool(loggers))
+    make_trainer = instantiate(cfg.trainer, _partial_=True)
+    try:
+        trainer = make_trainer(callbacks=callbacks, logger=loggers or False)
+    except (MisconfigurationException, ValueError, TypeError) as error:
+        # The Trainer checks its arguments as it is built: what it refuses is a trainer setting.
+        raise UserError(f"Lightning refuses the trainer settings: {error}") from None
+    record_sigterm_without_collectives(trainer)
+    if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > 1:
+        rank_zero_info(
+            f"trainer.devices={trainer.num_devices} on the CPU: starting {trainer.num_devices} "
+            "processes (DDP over gloo)"
+        )
+    return trainer

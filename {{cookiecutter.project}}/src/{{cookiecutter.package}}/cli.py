@@ -4,15 +4,18 @@ Task modules are imported only once a task runs, so config-only commands such as
 `--help` and `--cfg job` never import torch or Lightning.
 """
 
+import errno
 import importlib
+import signal
 import sys
 from pathlib import Path
 
 import hydra
 from dotenv import find_dotenv, load_dotenv
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import OmegaConf
 
-from .console import UserError, silence_noise
+from .console import UserError, cannot_write, exit_with_error, silence_noise
 from .launch import run_stamp
 
 # The function of each task in tasks/, keyed by its module and config name in configs/.
@@ -23,6 +26,9 @@ TASKS = {
     # predict imports only numpy and onnxruntime: it runs where torch is not installed.
     "predict": "predict",
 }
+# What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
+# filesystem. The user's environment, not a bug: one line rather than a traceback.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def config_dir() -> str:
@@ -42,14 +48,20 @@ def _launch(name: str):
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):
         silence_noise()
-        task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
         try:
+            task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), function)
             return task(cfg)
         except UserError as error:
-            # One write: under DDP every rank stops with this line, and lines that two processes
-            # write to one stderr in several pieces can interleave.
-            sys.stderr.write(f"error: {error}\n")
-            sys.exit(1)
+            exit_with_error(str(error), error.exit_status)
+        except KeyboardInterrupt:
+            # Outside a Trainer call: the tasks say how to go on from an interrupted one.
+            exit_with_error(f"{name} stopped by Ctrl-C (SIGINT)", 128 + signal.SIGINT)
+        except OSError as error:
+            if error.errno not in WRITE_ERRORS:
+                raise
+            exit_with_error(
+                cannot_write(error.filename or HydraConfig.get().runtime.output_dir, error)
+            )
 
     return main()
 

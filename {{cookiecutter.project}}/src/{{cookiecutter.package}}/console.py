@@ -5,7 +5,9 @@ No dependencies, so torch-free commands (predict, serve) use it too.
 
 import logging
 import re
+import sys
 import warnings
+from typing import NoReturn
 
 # Third-party messages a user can do nothing about, matched by their exact text. Each names why.
 NOISE = {
@@ -22,6 +24,23 @@ NOISE = {
 
 class UserError(Exception):
     """A problem the user can fix; the CLI prints its message as one line, without a traceback."""
+
+    exit_status = 1
+
+
+def cannot_write(where, error: OSError) -> str:
+    """The line for run files that cannot be written: a full disk, a read-only filesystem."""
+    return (
+        f"cannot write to {where}: {error.strerror}; write elsewhere with hydra.run.dir=... "
+        "(or paths.log_dir=...)"
+    )
+
+
+def exit_with_error(message: str, status: int = 1) -> NoReturn:
+    # One write: under DDP every rank stops with this line, and lines that two processes write
+    # to one stderr in several pieces can interleave.
+    sys.stderr.write(f"error: {message}\n")
+    sys.exit(status)
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:

@@ -2,6 +2,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
 
+from ..builders import build_partial
 from ..records import is_logging_step
 
 
@@ -61,10 +62,12 @@ class NetModule(pl.LightningModule):
         self.step(batch, "test")
 
     def configure_optimizers(self):
-        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
+        optimizer = build_partial(
+            self.hparams.optimizer, "model.optimizer", params=self.parameters()
+        )
         if not self.hparams.scheduler:
             return optimizer
-        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
+        scheduler = build_partial(self.hparams.scheduler, "model.scheduler", optimizer=optimizer)
         # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
         return {
             "optimizer": optimizer,

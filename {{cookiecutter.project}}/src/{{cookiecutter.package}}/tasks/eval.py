@@ -6,6 +6,7 @@ from omegaconf import DictConfig
 
 from ..builders import build_trained, build_trainer
 from ..console import UserError
+from ..launch import stops_by_signal
 from ..records import plain_metrics, write_json
 
 
@@ -15,7 +16,10 @@ def evaluate(cfg: DictConfig) -> dict:
     # The checkpoint knows its model and data; `data=...` or `+data.<key>=...` evaluates elsewhere.
     model, datamodule = build_trained(cfg.ckpt_path, cfg.allowed_targets, cfg.get("data"))
     trainer = build_trainer(cfg)
-    trainer.test(model, datamodule=datamodule)
+    with stops_by_signal(
+        trainer, "evaluation", "nothing was written; rerun the command to evaluate"
+    ):
+        trainer.test(model, datamodule=datamodule)
     metrics = plain_metrics(trainer.callback_metrics) | {"ckpt_path": str(cfg.ckpt_path)}
     write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
     return metrics

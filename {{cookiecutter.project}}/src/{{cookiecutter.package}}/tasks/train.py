@@ -1,5 +1,6 @@
 """Training: fit, test the best checkpoint, write metrics.json."""
 
+import json
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -8,13 +9,34 @@ from pytorch_lightning.utilities import rank_zero_only
 
 from ..builders import build_datamodule, build_model, build_trainer
 from ..checkpoints import check_fits, load_checkpoint, resume_path
-from ..launch import relaunches_script, run_job_in_subprocess
+from ..console import UserError
+from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import plain_metrics, record_run, write_json
+
+say = rank_zero_only(print)
 
 
 def train(cfg: DictConfig) -> float | None:
-    """Runs one training job and returns the metric named by `optimized_metric`, for sweeps."""
+    """Runs one training job and returns the metric named by `optimized_metric`, for sweeps.
+
+    metrics.json is written once fitting ends and again with the test metrics. Rerun in its own
+    directory, a run that was stopped while testing is tested again, and a finished one is left
+    as it is: no metric is ever lost.
+    """
+    output_dir = Path(cfg.paths.output_dir)
+    metrics = earlier_metrics(output_dir)
+    if finished(metrics, cfg.test):
+        value = metrics.get(cfg.optimized_metric)
+        say(
+            f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
+            "choose a new hydra.run.dir"
+        )
+        return value
     ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
+    if cfg.seed is not None and (type(cfg.seed) is not int or not 0 <= cfg.seed < 2**32):
+        raise UserError(
+            f"seed={cfg.seed} must be a whole number from 0 to {2**32 - 1}, e.g. seed=42"
+        )
     pl.seed_everything(cfg.seed, workers=True)
     trainer = build_trainer(cfg)
     if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
@@ -25,19 +47,35 @@ def train(cfg: DictConfig) -> float | None:
         check_fits(model, load_checkpoint(ckpt_path)["state_dict"], ckpt_path)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
-    trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    metrics = plain_metrics(trainer.callback_metrics)
-
-    best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+    resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
+    if not metrics:  # not fitted yet
+        with stops_by_signal(trainer, "training", resume):
+            trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        metrics = plain_metrics(trainer.callback_metrics) | {"best_model_path": best}
+        write_json(output_dir / "metrics.json", metrics)
     if cfg.test:
         # Without a checkpoint callback the weights from the end of training are tested.
-        trainer.test(model, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+        best = metrics["best_model_path"] or None
+        with stops_by_signal(trainer, "testing", resume):
+            trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
-    metrics["best_model_path"] = best
-    output_dir = Path(cfg.paths.output_dir)
-    write_json(output_dir / "metrics.json", metrics)
+        write_json(output_dir / "metrics.json", metrics)
     say_how_it_ended(trainer, output_dir)
     return metrics.get(cfg.optimized_metric)
+
+
+def earlier_metrics(output_dir: Path) -> dict:
+    """What a run in this directory wrote to metrics.json before; {} in a new run directory."""
+    path = output_dir / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def finished(metrics: dict, test: bool) -> bool:
+    """Whether an earlier run left nothing to do: fitted, and tested if asked. A run without
+    checkpoints cannot be tested again: its weights are gone."""
+    tested = any(name.startswith("test/") for name in metrics)
+    return bool(metrics) and (not test or tested or not metrics.get("best_model_path"))
 
 
 @rank_zero_only
