@@ -40,6 +40,13 @@ def instantiate_group(group: DictConfig | None) -> list:
     return [instantiate(entry) for entry in group.values() if entry and "_target_" in entry]
 
 
+def seed_everything(seed: int | None) -> None:
+    """Seeds Python, NumPy and torch, in DataLoader workers too; None draws a seed."""
+    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
+        raise UserError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}, e.g. seed=42")
+    pl.seed_everything(seed, workers=True)
+
+
 def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
     check_data_options(cfg.data)
     return instantiate(cfg.data)

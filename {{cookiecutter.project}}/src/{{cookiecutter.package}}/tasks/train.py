@@ -7,9 +7,8 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
 
-from ..builders import build_datamodule, build_model, build_trainer
+from ..builders import build_datamodule, build_model, build_trainer, seed_everything
 from ..checkpoints import check_fits, load_checkpoint, resume_path
-from ..console import UserError
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import plain_metrics, record_run, write_json
 
@@ -27,17 +26,11 @@ def train(cfg: DictConfig) -> float | None:
     metrics = earlier_metrics(output_dir)
     if finished(metrics, cfg.test):
         value = metrics.get(cfg.optimized_metric)
-        say(
-            f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
-            "choose a new hydra.run.dir"
-        )
+        say(f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
+            "choose a new hydra.run.dir")  # fmt: skip
         return value
     ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
-    if cfg.seed is not None and (type(cfg.seed) is not int or not 0 <= cfg.seed < 2**32):
-        raise UserError(
-            f"seed={cfg.seed} must be a whole number from 0 to {2**32 - 1}, e.g. seed=42"
-        )
-    pl.seed_everything(cfg.seed, workers=True)
+    seed_everything(cfg.seed)
     trainer = build_trainer(cfg)
     if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
         return run_job_in_subprocess(cfg.optimized_metric)
