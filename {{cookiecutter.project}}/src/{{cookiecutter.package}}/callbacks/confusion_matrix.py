@@ -21,12 +21,17 @@ class ConfusionMatrixImage(pl.Callback):
     epochs, keeps its cost small for small and large models alike.
     """
 
-    def __init__(self, dirpath: str, num_classes: int, min_interval_s: float = 30.0):
+    def __init__(self, dirpath: str, min_interval_s: float = 30.0):
         self.dirpath = Path(dirpath)
         self.min_interval_s = min_interval_s
-        self.matrix = MulticlassConfusionMatrix(num_classes, validate_args=False)
+        self.matrix = None
         self.pending = None  # the latest matrix not drawn yet
         self.drawn_at = 0.0
+
+    def setup(self, trainer, pl_module, stage):
+        # The model's number of classes, which the data decided after this callback was built.
+        classes = pl_module.hparams.num_classes
+        self.matrix = MulticlassConfusionMatrix(classes, validate_args=False)
 
     def on_train_start(self, trainer, pl_module):
         self.drawn_at = time.monotonic()

@@ -1,3 +1,5 @@
-from .digits import DigitsDataModule, InMemoryDataset
+from .base import ContractDataModule
+from .digits import DigitsDataModule
+from .loaders import InMemoryDataset
 
-__all__ = ["DigitsDataModule", "InMemoryDataset"]
+__all__ = ["ContractDataModule", "DigitsDataModule", "InMemoryDataset"]
