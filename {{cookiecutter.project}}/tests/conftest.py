@@ -1,4 +1,5 @@
-"""Test helpers: compose the configs users run, train once per session, call the CLI."""
+"""Test helpers: compose the configs users run, train once per session, call the CLI, write
+the example data."""
 
 import os
 import subprocess
@@ -71,3 +72,26 @@ def exported_run(trained_run, tmp_path_factory) -> Path:
     best = trained_run / "checkpoints" / "best.ckpt"
     export(compose_config("export", output_dir, [f"ckpt_path={best}", *FAST_LATENCY], quiet=False))
     return output_dir
+
+
+@pytest.fixture(scope="session")
+def example_data(tmp_path_factory) -> dict[str, Path]:
+    """The example data, as scripts/ writes it for users: image folders and CSV tables."""
+    folder = tmp_path_factory.mktemp("example_data")
+    for script, name in (("example_images.py", "images"), ("example_tables.py", "tables")):
+        command = [sys.executable, str(ROOT / "scripts" / script), str(folder / name)]
+        subprocess.run(command, check=True, capture_output=True, timeout=300)
+    return {
+        "images": folder / "images",
+        "breast_cancer": folder / "tables" / "breast_cancer.csv",
+        "wine": folder / "tables" / "wine.csv",
+    }
+
+
+def example_overrides(data_name: str, paths: dict[str, Path]) -> list[str]:
+    """What a shipped data config needs to read the example data."""
+    return {
+        "digits": [],
+        "images": [f"data.root={paths['images']}"],
+        "table": [f"data.path={paths['breast_cancer']}", "data.target=diagnosis"],
+    }[data_name]

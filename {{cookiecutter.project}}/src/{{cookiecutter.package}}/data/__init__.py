@@ -1,5 +1,13 @@
 from .base import ContractDataModule
 from .digits import DigitsDataModule
+from .images import ImagesDataModule
 from .loaders import InMemoryDataset
+from .table import TableDataModule
 
-__all__ = ["ContractDataModule", "DigitsDataModule", "InMemoryDataset"]
+__all__ = [
+    "ContractDataModule",
+    "DigitsDataModule",
+    "ImagesDataModule",
+    "InMemoryDataset",
+    "TableDataModule",
+]
