@@ -20,6 +20,24 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
+# The data configs that ship with the project, tested on the example data of scripts/.
+SHIPPED_DATA = ["digits", "images", "table"]
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run the datamodule tests on configs/data/NAME.yaml as it is, e.g. --data=mine "
+        "(repeatable); by default they run on the shipped data configs and the example data",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    if "data_name" in metafunc.fixturenames:
+        metafunc.parametrize("data_name", metafunc.config.getoption("data") or SHIPPED_DATA)
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
@@ -86,6 +104,16 @@ def example_data(tmp_path_factory) -> dict[str, Path]:
         "breast_cancer": folder / "tables" / "breast_cancer.csv",
         "wine": folder / "tables" / "wine.csv",
     }
+
+
+@pytest.fixture
+def data_overrides(request, data_name) -> list[str]:
+    """`data=<name>`, pointed at the example data for a shipped config; a config given with
+    --data is used as it is."""
+    if request.config.getoption("data"):
+        return [f"data={data_name}"]
+    paths = request.getfixturevalue("example_data")
+    return [f"data={data_name}", *example_overrides(data_name, paths)]
 
 
 def example_overrides(data_name: str, paths: dict[str, Path]) -> list[str]:
