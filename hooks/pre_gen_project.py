@@ -15,7 +15,20 @@ DEPENDENCIES = {
     "pytorch_lightning", "rich", "scipy", "sklearn", "tensorboard", "test", "tests",
     "torch", "torchmetrics", "torchvision", "wandb",
 }  # fmt: skip
-DISTRIBUTION = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+# Matched with fullmatch: `$` would also accept the name followed by a newline.
+DISTRIBUTION = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")
+# Device names that Windows refuses as a file or folder name.
+RESERVED = {
+    "con", "prn", "aux", "nul", *(f"{port}{n}" for port in ("com", "lpt") for n in range(10))
+}
+# The longest path the template generates below the project folder that holds the package
+# (tests/test_hooks.py reads it off the template's files). Windows refuses paths over 260
+# characters unless long paths are enabled: 200 go below the project folder, 60 stay for the
+# folders above it. That bounds the package name well below the 255 bytes a file system allows
+# in one name (it is ASCII by then, so characters are bytes).
+PACKAGE_PATH = "src/{}/callbacks/confusion_matrix.py"
+PATH_MAX = 200
+PACKAGE_MAX = PATH_MAX - len(PACKAGE_PATH.format(""))
 CHOICES = {
     "python_version": ("3.10", "3.11", "3.12"),
     "logger": ("tensorboard", "wandb", "mlflow", "csv"),
@@ -28,9 +41,15 @@ def suggest_package(name: str) -> str:
     candidate = re.sub(r"[^a-z0-9_]+", "_", name.lower()).strip("_") or "project"
     if candidate[0].isdigit():
         candidate = f"p{candidate}"
-    if keyword.iskeyword(candidate) or candidate in sys.stdlib_module_names or candidate in DEPENDENCIES:
+    taken = sys.stdlib_module_names | DEPENDENCIES | RESERVED
+    if keyword.iskeyword(candidate) or candidate in taken:
         candidate = f"{candidate}_project"
-    return candidate
+    return candidate[:PACKAGE_MAX].rstrip("_")
+
+
+def shorten(name: str) -> str:
+    """`name` as an error line shows it: a very long one would bury the rest of the line."""
+    return name if len(name) <= 40 else f"{name[:30]}..."
 
 
 def check_package(name: str) -> str | None:
@@ -42,18 +61,33 @@ def check_package(name: str) -> str | None:
         rule = "would shadow the standard library module of that name"
     elif name in DEPENDENCIES:
         rule = "would shadow a dependency or test folder of the same name"
+    elif name in RESERVED:
+        rule = "is a device name that Windows refuses as a folder name"
+    elif len(name) > PACKAGE_MAX:
+        path = PACKAGE_PATH.format("<package>")
+        rule = (
+            f"is {len(name)} characters; {path} would be {len(PACKAGE_PATH.format(name))} "
+            f"characters, over the {PATH_MAX} a path below the project folder may have"
+        )
     else:
         return None
-    return f"package {name!r} {rule}; try package={suggest_package(name)!r}"
+    return f"package {shorten(name)!r} {rule}; try package={suggest_package(name)!r}"
 
 
 def check_project(name: str) -> str | None:
-    if DISTRIBUTION.match(name):
+    # A name over 255 bytes never gets here: cookiecutter fails to create the folder before
+    # any hook runs, and writes nothing.
+    if name in RESERVED:
+        return (
+            f"project {name!r} is a device name that Windows refuses as a folder name; "
+            f"try project={name + '-project'!r}"
+        )
+    if DISTRIBUTION.fullmatch(name):
         return None
     suggestion = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-") or "my-project"
     return (
-        f"project {name!r} is not a valid distribution name (lowercase letters, digits and "
-        f"'-', starting and ending with a letter or digit); try project={suggestion!r}"
+        f"project {shorten(name)!r} is not a valid distribution name (lowercase letters, "
+        f"digits and '-', starting and ending with a letter or digit); try project={suggestion!r}"
     )
 
 

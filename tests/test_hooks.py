@@ -1,11 +1,19 @@
 """The pre-generation hook rejects bad answers in one line; cookiecutter leaves nothing behind."""
 
+import errno
 import importlib.util
+import json
+import re
+import shlex
+import subprocess
+import sys
 
 import pytest
-from conftest import REPO
+from conftest import REPO, render
 from cookiecutter.exceptions import FailedHookException
+from cookiecutter.generate import generate_context
 from cookiecutter.main import cookiecutter
+from cookiecutter.prompt import prompt_for_config
 
 spec = importlib.util.spec_from_file_location(
     "pre_gen_project", REPO / "hooks" / "pre_gen_project.py"
@@ -41,6 +49,14 @@ REJECTED = [
         "digit-classifier",
     ),
     ({"project": "-digits"}, "is not a valid distribution name", "digits"),
+    ({"project": "digits\n"}, "is not a valid distribution name", "digits"),
+    ({"project": "con"}, "project 'con' is a device name that Windows refuses", "con-project"),
+    ({"package": "nul"}, "package 'nul' is a device name that Windows refuses", "nul_project"),
+    # 300 is over the 255 bytes of a folder name; 167 fits one, but not the longest path.
+    *(
+        ({"package": "a" * length}, f"package '{'a' * 30}...' is {length} characters", "a" * 166)
+        for length in [300, 167]
+    ),
     (
         {"email": "nobody.example.com"},
         "email 'nobody.example.com' is not an email address",
@@ -81,8 +97,88 @@ def test_valid_answers_pass():
 
 
 def test_names_derive_from_the_project_name(tmp_path):
-    from conftest import render
-
     project = render(tmp_path, project_name="Digit Classifier")
     assert project.name == "digit-classifier"
     assert (project / "src" / "digit_classifier" / "cli.py").is_file()
+
+
+def test_package_path_is_the_longest_path_the_template_generates_in_the_package():
+    template = REPO / "{{cookiecutter.project}}"
+    paths = [str(path.relative_to(template)) for path in template.rglob("*") if path.is_file()]
+    in_package = [
+        path.replace("{{cookiecutter.package}}", "{}")
+        for path in paths
+        if "{{cookiecutter.package}}" in path
+    ]
+    assert hook.PACKAGE_PATH in in_package
+    assert len(hook.PACKAGE_PATH) == max(map(len, in_package))
+    assert hook.check_package("a" * hook.PACKAGE_MAX) is None
+    assert hook.check_package("a" * (hook.PACKAGE_MAX + 1)) is not None
+
+
+def test_too_long_package_leaves_nothing_and_the_suggested_rerun_renders(tmp_path, capfd):
+    with pytest.raises(FailedHookException):
+        render(tmp_path, package="a" * 300)
+    (line,) = capfd.readouterr().err.strip().splitlines()
+    assert list(tmp_path.iterdir()) == []
+
+    suggested = line.rsplit("try package=", 1)[1].strip("'")
+    project = render(tmp_path, package=suggested)
+    assert (project / "src" / suggested / "cli.py").is_file()
+    longest = max(len(str(path.relative_to(project))) for path in project.rglob("*"))
+    assert longest == hook.PATH_MAX  # the suggestion is as long as the limit allows
+
+
+def test_project_too_long_for_a_folder_name_is_refused_by_cookiecutter_and_leaves_nothing(
+    tmp_path,
+):
+    # cookiecutter creates the project folder before any hook runs, so the hook cannot word
+    # this one; the folder is never created, and the corrected rerun succeeds.
+    with pytest.raises(OSError) as refused:
+        render(tmp_path, project="a" * 300)
+    assert refused.value.errno == errno.ENAMETOOLONG
+    assert list(tmp_path.iterdir()) == []
+    assert render(tmp_path, project="a" * 255, package="digits").name == "a" * 255
+
+
+def test_hook_choices_are_the_choices_of_cookiecutter_json():
+    config = json.loads((REPO / "cookiecutter.json").read_text())
+    prompts = {key: value for key, value in config.items() if not key.startswith("_")}
+    lists = {key: set(value) for key, value in prompts.items() if isinstance(value, list)}
+    # Same options, key by key; the order differs (cookiecutter.json lists the default first).
+    assert {key: set(options) for key, options in hook.CHOICES.items()} == lists
+
+
+def test_every_key_the_hooks_read_is_a_prompt_and_the_defaults_pass():
+    hooks = [path.read_text() for path in (REPO / "hooks").glob("*.py")]
+    keys = {key for text in hooks for key in re.findall(r"\{\{ cookiecutter\.(\w+)", text)}
+    context = prompt_for_config(generate_context(REPO / "cookiecutter.json"), no_input=True)
+    assert keys <= {key for key in context if not key.startswith("_")}
+    # first_problem reads no answer that the rendered block does not pass it.
+    assert hook.first_problem({key: context[key] for key in keys}) is None
+
+
+def test_command_line_prints_what_the_readme_quotes(tmp_path):
+    readme = (REPO / "README.md").read_text()
+    command, *expected = re.search(r"```console\n\$ (.*?)\n```", readme, re.S)[1].splitlines()
+    program, *args = [str(REPO) if arg == "<template>" else arg for arg in shlex.split(command)]
+    assert program == "cookiecutter"
+    result = subprocess.run(
+        [sys.executable, "-m", "cookiecutter", *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    # The hook's line is all of stderr, and a terminal shows it first: cookiecutter writes to
+    # stdout only once the hook has failed. "  ..." stands for the traceback's frames, which
+    # name the installed files.
+    hook_line, *cookiecutter_lines = expected
+    assert result.stderr == f"{hook_line}\n"
+    pattern = "".join(
+        r"(?:  .*\n)+" if line == "  ..." else re.escape(line) + "\n"
+        for line in cookiecutter_lines
+    )
+    assert re.fullmatch(pattern, result.stdout), result.stdout
+    assert result.returncode == 1
+    assert list(tmp_path.iterdir()) == []

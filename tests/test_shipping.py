@@ -1,8 +1,10 @@
-"""The generated project ships like a real one: wheel, console scripts, hooks, CI, license."""
+"""The generated project ships like a real one: wheel and console scripts (the walk from training
+to predictions, once), hooks, CI, license."""
 
 import datetime
 import json
 import os
+import re
 import site
 import subprocess
 import sys
@@ -16,16 +18,22 @@ import pytest
 import yaml
 from conftest import REPO, render
 from packaging.licenses import canonicalize_license_expression
+from sklearn.datasets import load_digits
 
 WORKFLOW = Path(".github/workflows/ci.yaml")
 # The console scripts, each named <project>-<task>.
 TASKS = ["eval", "export", "predict", "train"]
+FORMATS = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 # The test's own tools (ruff, pre-commit, the hook scripts) come first on PATH, as in an
 # activated environment; PYTHONPATH is dropped so nothing is imported from a source tree.
 TOOLS_ENV = {
     **{key: value for key, value in os.environ.items() if key != "PYTHONPATH"},
     "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
 }
+
+
+def read(path: Path):
+    return json.loads(path.read_text())
 
 
 def run(*command, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
@@ -72,22 +80,35 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
     assert Path(module).is_relative_to(tmp_path / "venv")
     assert Path(configs).is_relative_to(tmp_path / "venv")
 
+    # The path to deployment as users walk it: train, eval, export every format, predict.
     script = {name.rsplit("-", 1)[1]: str(bin_dir / name) for name in scripts}
-    run(script["train"], "debug=limit", "trainer.max_epochs=1", "logger=csv", cwd=work)
+    run(script["train"], "trainer.max_epochs=3", "logger=csv", cwd=work)
     (best,) = (work / "logs").rglob("best.ckpt")  # runs land below the working directory
-    assert "test/acc" in json.loads((best.parents[1] / "metrics.json").read_text())
+    assert "test/acc" in read(best.parents[1] / "metrics.json")
 
     eval_dir, export_dir, predict_dir = work / "eval", work / "export", work / "predict"
     run(script["eval"], f"ckpt_path={best}", f"hydra.run.dir={eval_dir}", cwd=work)
-    assert 0 <= json.loads((eval_dir / "metrics.json").read_text())["test/acc"] <= 1
+    assert 0 <= read(eval_dir / "metrics.json")["test/acc"] <= 1
 
-    run(script["export"], f"ckpt_path={best}", "formats=[onnx]",
-        f"hydra.run.dir={export_dir}", cwd=work)  # fmt: skip
-    samples = work / "samples.npy"
-    np.save(samples, np.zeros((3, 8, 8), dtype=np.float32))
-    run(script["predict"], f"model={export_dir}", f"input={samples}",
-        f"hydra.run.dir={predict_dir}", cwd=work)  # fmt: skip
-    assert len(json.loads((predict_dir / "predictions.json").read_text())["predictions"]) == 3
+    # latency.repeats: timing is the benchmark's job; this checks that it is reported.
+    export = run(script["export"], f"ckpt_path={best}", "latency.repeats=5",
+                 f"hydra.run.dir={export_dir}", cwd=work)  # fmt: skip
+    report, manifest = read(export_dir / "report.json"), read(export_dir / "manifest.json")
+    assert report["passed"] and set(report["results"]) == {"eager", *FORMATS}
+    assert {name: entry["file"] for name, entry in manifest["formats"].items()} == FORMATS
+    assert any(line.split()[:2] == ["onnx", "model.onnx"] for line in export.stdout.splitlines())
+    # torch.jit's deprecation is acknowledged in exactly one line: not hidden, not once per call.
+    output = (export.stdout + export.stderr).splitlines()
+    assert len([line for line in output if "torch.jit" in line]) == 1
+
+    digits = load_digits()
+    np.save(work / "digits.npy", digits.images[-50:])  # raw values, 0..16, as the dataset has
+    predict = run(script["predict"], f"model={export_dir}", f"input={work / 'digits.npy'}",
+                  f"hydra.run.dir={predict_dir}", cwd=work)  # fmt: skip
+    assert "digits.npy[49]" in predict.stdout  # the printed table
+    predictions = read(predict_dir / "predictions.json")["predictions"]
+    labels = [int(prediction["class"]) for prediction in predictions]
+    assert np.mean(np.array(labels) == digits.target[-50:]) >= 0.85
 
 
 def test_pre_commit_hooks_pass_offline_on_a_fresh_render(tmp_path):
@@ -125,6 +146,24 @@ def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
     # CPU torch first, so installing the project finds torch satisfied and adds no CUDA build.
     assert commands.index(cpu_torch) < commands.index('pip install -e ".[dev]"')
     assert commands[-2:] == ["pre-commit run --all-files --show-diff-on-failure", "pytest"]
+
+
+def test_workflow_passes_zizmor_with_actions_pinned_by_commit(default_project):
+    workflow = default_project / WORKFLOW
+    audit = subprocess.run(
+        ["zizmor", "--offline", "--format=json", str(workflow)],
+        env=TOOLS_ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    findings = json.loads(audit.stdout)  # not JSON if zizmor could not audit the file
+    severities = [finding["determinations"]["severity"] for finding in findings]
+    assert "High" not in severities, audit.stdout
+    # zizmor wants a commit; people reading the workflow want the release it is.
+    uses = re.findall(r"uses: (.*)", workflow.read_text())
+    pinned = re.compile(r"[\w-]+/[\w-]+@[0-9a-f]{40} # v\d+\.\d+\.\d+")
+    assert uses and all(pinned.fullmatch(action) for action in uses), uses
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
@@ -20,6 +20,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
+# What eval and export may rebuild from a checkpoint, as users have it.
+ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
 # The data configs that ship with the project, tested on the example data of scripts/.
 SHIPPED_DATA = ["digits", "images", "table"]
 

@@ -1,11 +1,13 @@
 """Test-only callbacks, passed to the real CLI as `+callbacks.<name>._target_=probes.<Class>`
-with this folder on PYTHONPATH."""
+with this folder on PYTHONPATH, and a network defined outside the project."""
 
 import json
 from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+
+from {{ cookiecutter.package }}.models import SmallCNN
 
 
 class RankRecorder(pl.Callback):
@@ -59,3 +61,7 @@ class PoisonWeights(pl.Callback):
         if trainer.global_step == self.step and self.rank in (None, trainer.global_rank):
             with torch.no_grad():
                 next(pl_module.parameters()).fill_(float("nan"))
+
+
+class SameCNN(SmallCNN):
+    """The example network under a name outside the project: a user's own network."""

@@ -1,13 +1,18 @@
 """Checkpoints that carry code are refused before it can run; broken ones give a clear line."""
 
+import copy
 import re
 
 import pytest
 import torch
-from conftest import compose_config, run_cli
+from conftest import ALLOWED, compose_config, run_cli
+from omegaconf import OmegaConf
 
+from {{ cookiecutter.package }}.checkpoints import is_allowed
 from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.export import export
+from {{ cookiecutter.package }}.tasks.train import train
 
 
 class Payload:
@@ -53,3 +58,163 @@ def test_a_truncated_checkpoint_gives_a_clear_line_and_no_artifacts(trained_run,
     with pytest.raises(UserError, match=f"^{re.escape(str(truncated))} is not a readable"):
         export(cfg)
     assert not (tmp_path / "run").exists()
+
+
+# A file of the user's that every hostile checkpoint below would overwrite if instantiated.
+VICTIM = "results the user wants to keep\n"
+
+
+def write_victim(victim) -> dict:
+    return {"_target_": "builtins.open", "_args_": [str(victim), "w"]}
+
+
+def hostile(real: dict, case: str, victim) -> dict:
+    """`real` with one config changed so that instantiating it would write to `victim`.
+    Every one of these loads with `torch.load(weights_only=True)`: only strings and dicts."""
+    checkpoint = copy.deepcopy(real)
+    model = checkpoint["config"]["model"]
+    write = write_victim(victim)
+    if case == "file-write":
+        model["net"] = write
+    elif case == "nested-in-an-allowed-target":
+        model["net"]["dropout"] = write
+    elif case == "in-args":
+        model["net"]["_args_"] = [write]
+    elif case == "optimizer":
+        model["optimizer"] = {"_target_": "os.system", "_partial_": True, "_args_": ["true"]}
+        checkpoint["hyper_parameters"]["optimizer"] = model["optimizer"]
+    elif case == "scheduler":
+        model["scheduler"] = {
+            "_target_": "builtins.exec",
+            "_args_": [f"open({str(victim)!r}, 'w')"],
+        }
+    elif case == "through-an-allowed-modules-imports":
+        # hydra's instantiate, as imported by the classifier module: it would build `write`.
+        model["net"] = {
+            "_target_": "{{ cookiecutter.package }}.models.classifier.instantiate",
+            "config": write,
+        }
+    elif case == "data":
+        checkpoint["config"]["data"] = write
+    return checkpoint
+
+
+CASES = [
+    "file-write",
+    "nested-in-an-allowed-target",
+    "in-args",
+    "optimizer",
+    "scheduler",
+    "through-an-allowed-modules-imports",
+    "data",
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_checkpoint_naming_code_is_refused_by_eval_export_and_resume(
+    case, trained_run, tmp_path
+):
+    victim = tmp_path / "results.txt"
+    victim.write_text(VICTIM)
+    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = tmp_path / f"{case}.ckpt"
+    torch.save(hostile(real, case, victim), checkpoint)
+    tasks = [(evaluate, "eval", True), (export, "export", False), (train, "train", True)]
+    for task, name, quiet in tasks:
+        cfg = compose_config(name, tmp_path / name, [f"ckpt_path={checkpoint}"], quiet=quiet)
+        with pytest.raises(UserError) as error:
+            task(cfg)
+        message = str(error.value)
+        assert message.startswith(f"refusing {checkpoint}: ") and "\n" not in message, name
+        assert "allowed_targets in configs/allowed_targets.yaml" in message
+        assert victim.read_text() == VICTIM, name
+        assert not (tmp_path / name).exists()
+
+
+def test_the_cli_names_the_refused_target_in_one_line(trained_run, tmp_path):
+    victim = tmp_path / "results.txt"
+    victim.write_text(VICTIM)
+    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    torch.save(hostile(real, "file-write", victim), tmp_path / "hostile.ckpt")
+    result = run_cli(
+        "eval.py", f"ckpt_path={tmp_path / 'hostile.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}"
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"error: refusing {tmp_path / 'hostile.ckpt'}: config.model.net._target_ is "
+        "'builtins.open', not a class of an allowed module; if you trust this checkpoint, add its "
+        f"module to allowed_targets in configs/allowed_targets.yaml (now: {', '.join(ALLOWED)})"
+    )
+    assert "Traceback" not in result.stderr
+    assert victim.read_text() == VICTIM
+
+
+def test_targets_are_allowed_only_where_they_are_defined():
+    package = "{{ cookiecutter.package }}"
+    allowed = [f"{package}.models", "torch.optim"]
+    assert is_allowed(f"{package}.models.SmallCNN", allowed)  # defined in models/nets.py
+    assert is_allowed("torch.optim.AdamW", allowed)
+    assert is_allowed("torch.optim.lr_scheduler.CosineAnnealingLR", allowed)
+    for target in [
+        "builtins.open",
+        f"{package}.models.classifier.instantiate",  # reachable, but defined in hydra
+        f"{package}.models.classifier.torch.load",
+        f"{package}.models.__builtins__",
+        f"{package}.models",  # a module, not a class
+        f"{package}.models_evil.Thing",
+        f"{package}.files.save_text",  # the project's own, but not an allowed module
+        "torch.optimizer.Thing",
+        "os.system",
+        {"_target_": "builtins.open"},
+        None,
+    ]:
+        assert not is_allowed(target, allowed), target
+
+
+def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_path):
+    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    real["config"]["model"]["net"]["_target_"] = "probes.SameCNN"  # a network of the user's
+    torch.save(real, tmp_path / "own.ckpt")
+    overrides = [f"ckpt_path={tmp_path / 'own.ckpt'}"]
+    with pytest.raises(UserError, match="'probes.SameCNN', not a class of an allowed module"):
+        evaluate(compose_config("eval", tmp_path / "refused", overrides))
+    allow = f"allowed_targets=[{','.join([*ALLOWED, 'probes'])}]"
+    metrics = evaluate(compose_config("eval", tmp_path / "allowed", [*overrides, allow]))
+    assert metrics["test/acc"] > 0.9
+
+
+@pytest.mark.parametrize(
+    ("contents", "message"),
+    [
+        (b"a text file, not a checkpoint\n", "is not a readable checkpoint"),
+        ({"state_dict": {}, "hyper_parameters": {}}, "does not say which model it holds"),
+        ({"hyper_parameters": {}}, "is not a Lightning checkpoint: it has no state_dict"),
+    ],
+    ids=["text", "no-config", "no-state-dict"],
+)
+def test_files_that_are_not_checkpoints_of_this_project_give_one_line(contents, message, tmp_path):
+    path = tmp_path / "not-a-checkpoint.ckpt"
+    if isinstance(contents, bytes):
+        path.write_bytes(contents)
+    else:
+        torch.save(contents, path)
+    for task, name, quiet in [(evaluate, "eval", True), (export, "export", False)]:
+        with pytest.raises(UserError, match=re.escape(message)) as error:
+            task(compose_config(name, tmp_path / name, [f"ckpt_path={path}"], quiet=quiet))
+        assert "\n" not in str(error.value)
+
+
+def test_weights_of_another_architecture_give_one_line(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    resume = compose_config("train", tmp_path / "mlp", [f"ckpt_path={best}", "model/net=mlp"])
+    with pytest.raises(UserError, match="holds another architecture than the configured model"):
+        train(resume)
+    # Recorded as an MLP, but holding the CNN's weights (a hand-edited checkpoint, say).
+    real = torch.load(best, weights_only=True)
+    mlp = compose_config("train", tmp_path, ["model/net=mlp"]).model.net
+    real["config"]["model"]["net"] = OmegaConf.to_container(mlp, resolve=True)
+    torch.save(real, tmp_path / "mismatch.ckpt")
+    with pytest.raises(UserError, match="holds another architecture"):
+        evaluate(
+            compose_config("eval", tmp_path / "eval", [f"ckpt_path={tmp_path / 'mismatch.ckpt'}"])
+        )

@@ -2,17 +2,15 @@
 
 import pytest
 import torch
-from conftest import compose_config
+from conftest import ALLOWED, compose_config
 
 from {{ cookiecutter.package }}.builders import (
     build_datamodule,
     build_model,
+    build_trained,
     build_trainer,
 )
-from {{ cookiecutter.package }}.checkpoints import (
-    load_checkpoint,
-    load_model,
-)
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 
 
 def record_compiling(model) -> list[bool]:
@@ -38,7 +36,8 @@ def test_compiled_training_saves_the_same_keys_and_reloads_eagerly(tmp_path):
     best = tmp_path / "checkpoints" / "best.ckpt"
     eager = build_model(compose_config("train", tmp_path / "eager"))
     assert load_checkpoint(best)["state_dict"].keys() == eager.state_dict().keys()
-    reloaded = load_model(best)  # what eval and export do: rebuilt from the checkpoint, eager
+    # What eval and export do: rebuilt from the checkpoint, eager.
+    reloaded = build_trained(best, ALLOWED)[0]
     calls = record_compiling(reloaded)
     assert reloaded(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
     assert calls == [False]

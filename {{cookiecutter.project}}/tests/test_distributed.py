@@ -6,12 +6,12 @@ import subprocess
 
 import pytest
 import pytorch_lightning as pl
-from conftest import CONFIGS, QUIET, ROOT, compose_config, run_cli
+from conftest import ALLOWED, CONFIGS, QUIET, ROOT, compose_config, run_cli
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 
-from {{ cookiecutter.package }}.builders import build_datamodule
-from {{ cookiecutter.package }}.checkpoints import load_checkpoint, load_model
+from {{ cookiecutter.package }}.builders import build_datamodule, build_trained
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 
 # 1,420 train samples: an even number, so the two training shards need no padding and must be
 # disjoint. 189 validation samples: odd, so padded evaluation shards would count one twice.
@@ -26,7 +26,8 @@ def single_process_metrics(checkpoint, stage: str, tmp_path) -> dict:
     """`stage` ("validate" or "test") of a checkpoint's weights in one process, no sampler."""
     datamodule = build_datamodule(compose_config("train", tmp_path / "single", SPLITS))
     trainer = pl.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False)
-    return getattr(trainer, stage)(load_model(checkpoint), datamodule=datamodule, verbose=False)[0]
+    model = build_trained(checkpoint, ALLOWED)[0]
+    return getattr(trainer, stage)(model, datamodule=datamodule, verbose=False)[0]
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 import json
 
+import torch
 from conftest import QUIET, compose_config, run_cli
 
 from {{ cookiecutter.package }}.tasks.eval import evaluate
@@ -21,3 +22,15 @@ def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
     result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "metrics.json").read_text())["test/acc"] >= 0.97
+
+
+def test_eval_of_a_diverged_checkpoint_writes_strict_json(trained_run, tmp_path):
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    for value in checkpoint["state_dict"].values():
+        if value.is_floating_point():
+            value.fill_(float("nan"))
+    torch.save(checkpoint, tmp_path / "diverged.ckpt")
+    evaluate(compose_config("eval", tmp_path / "run", [f"ckpt_path={tmp_path / 'diverged.ckpt'}"]))
+    text = (tmp_path / "run" / "metrics.json").read_text()
+    assert "NaN" not in text and "Infinity" not in text
+    assert json.loads(text)["test/loss"] is None  # not a number, written as null

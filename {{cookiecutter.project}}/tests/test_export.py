@@ -2,19 +2,26 @@
 
 import hashlib
 import json
+import os
 import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import onnx
 import onnxruntime
 import pytest
 import torch
-from conftest import FAST_LATENCY, compose_config
+from conftest import FAST_LATENCY, ROOT, compose_config
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.data import DigitsDataModule
 from {{ cookiecutter.package }}.files import staged
 from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
+from {{ cookiecutter.package }}.tasks.predict import predict
 
 FILES = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 
@@ -132,3 +139,83 @@ def test_bad_options_fail_before_any_work(override, message, tmp_path):
     with pytest.raises(UserError, match="^" + re.escape(message)):
         export(cfg)
     assert not list(tmp_path.iterdir())
+
+
+def checksums(folder) -> dict[str, str]:
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.iterdir())
+        if path.is_file()
+    }
+
+
+def predicts(export_dir, tmp_path) -> bool:
+    """Whether predict runs on the export (it checks the manifest's checksums first)."""
+    np.save(tmp_path / "zeros.npy", np.zeros((2, 8, 8), dtype=np.float32))
+    overrides = [f"model_path={export_dir}", f"input={tmp_path / 'zeros.npy'}"]
+    return (
+        len(predict(compose_config("predict", tmp_path / "predict", overrides, quiet=False))) == 2
+    )
+
+
+@pytest.fixture
+def earlier_export(exported_run, tmp_path):
+    """A copy of a good export, and the checksum of each of its files."""
+    shutil.copytree(exported_run, tmp_path / "export")
+    return tmp_path / "export", checksums(tmp_path / "export")
+
+
+def test_a_failing_export_leaves_the_earlier_one_byte_identical(
+    earlier_export, trained_run, tmp_path
+):
+    export_dir, before = earlier_export
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", f"output_dir={export_dir}", "atol=0", *FAST_LATENCY]
+    with pytest.raises(UserError, match=f"the earlier export in {re.escape(str(export_dir))} is"):
+        export(compose_config("export", tmp_path / "run", overrides, quiet=False))
+    assert checksums(export_dir) == before
+    assert predicts(export_dir, tmp_path)
+    assert read(export_dir.with_name("export.staging") / "report.json")["passed"] is False
+
+
+@pytest.mark.slow  # an export.py process, interrupted
+def test_ctrl_c_during_an_export_leaves_the_earlier_one_byte_identical(
+    earlier_export, trained_run, tmp_path
+):
+    export_dir, before = earlier_export
+    command = [
+        sys.executable,
+        str(ROOT / "export.py"),
+        f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}",
+        f"output_dir={export_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    with subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE) as process:
+        staging = export_dir.with_name("export.staging")
+        while process.poll() is None and not list(staging.glob("model.*")):
+            time.sleep(0.02)  # until the first new model file is being written
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=120)
+    assert process.returncode != 0
+    assert checksums(export_dir) == before
+    assert predicts(export_dir, tmp_path)
+
+
+def test_exporting_other_formats_leaves_no_file_the_new_manifest_does_not_describe(
+    earlier_export, trained_run, tmp_path
+):
+    export_dir, _ = earlier_export
+    # batch_sizes=[1]: torch.export still gets an example of two, so the batch stays dynamic.
+    overrides = [
+        f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}",
+        f"output_dir={export_dir}",
+        "formats=[torch_export]",
+        "batch_sizes=[1]",
+        *FAST_LATENCY,
+    ]
+    assert export(compose_config("export", tmp_path / "run", overrides, quiet=False))["passed"]
+    manifest = read(export_dir / "manifest.json")
+    assert sorted(path.name for path in export_dir.glob("model.*")) == ["model.pt2"]
+    assert {entry["file"] for entry in manifest["formats"].values()} == {"model.pt2"}
+    assert not export_dir.with_name("export.staging").exists()

@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -137,3 +138,87 @@ def test_bad_inputs_name_what_was_expected(exported_run, tmp_path, model, input,
     with pytest.raises(UserError, match=re.escape(message)):
         run_predict(model.format(**paths), input.format(**paths), tmp_path / "run")
     assert not (tmp_path / "run" / "predictions.json").exists()
+
+
+def strict_json(path):
+    """The file parsed as strict JSON: NaN and Infinity, which json.dumps writes by default and
+    most parsers outside Python reject, fail the test."""
+
+    def refuse(constant):
+        raise AssertionError(f"{path} holds {constant}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+def test_non_finite_samples_are_refused_in_one_line_or_marked(exported_run, digits, tmp_path):
+    images = digits[0][:5].copy()
+    images[1, 0, 0], images[3, 4, 4] = np.nan, np.inf
+    np.save(tmp_path / "broken.npy", images)
+    overrides = [f"model_path={exported_run}", f"input={tmp_path / 'broken.npy'}"]
+    with pytest.raises(UserError) as error:
+        predict(compose_config("predict", tmp_path / "refused", overrides, quiet=False))
+    assert str(error.value) == (
+        f"2 samples hold NaN or infinite values ({tmp_path / 'broken.npy'}[1], "
+        f"{tmp_path / 'broken.npy'}[3]); fix them, or pass invalid_inputs=mark to predict the "
+        "others"
+    )
+    assert not (tmp_path / "refused").exists()
+
+    marked = ["invalid_inputs=mark", *overrides]
+    predict(compose_config("predict", tmp_path / "marked", marked, quiet=False))
+    predictions = strict_json(tmp_path / "marked" / "predictions.json")["predictions"]
+    assert [p["index"] for p in predictions] == [0, 1, 2, 3, 4]
+    assert [p.get("invalid") for p in predictions] == [
+        None,
+        "NaN or infinite values",
+        None,
+        "NaN or infinite values",
+        None,
+    ]
+    assert all(0 < p["probability"] <= 1 for p in predictions if "invalid" not in p)
+
+
+def edited_export(exported_run, tmp_path, edit) -> Path:
+    export_dir = tmp_path / "export"
+    shutil.copytree(exported_run, export_dir)
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    edit(manifest)
+    (export_dir / "manifest.json").write_text(json.dumps(manifest))
+    return export_dir
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m.pop("class_names"), "manifest.json lacks class_names"),
+        (lambda m: m.pop("normalization"), "manifest.json lacks normalization"),
+        (lambda m: m["input"].update(shape=["batch", 3, 8, 8]), "declares inputs of shape"),
+        (lambda m: m["class_names"].pop(), "names 9 classes, the model has 10 outputs"),
+        (
+            lambda m: m["normalization"].update(std=0.0),
+            "normalization std 0.0; it must be positive",
+        ),
+    ],
+    ids=["no-classes", "no-normalization", "shape", "classes", "std"],
+)
+def test_a_manifest_that_does_not_fit_its_model_is_one_line(
+    exported_run, digits, tmp_path, edit, message
+):
+    export_dir = edited_export(exported_run, tmp_path, edit)
+    np.save(tmp_path / "digits.npy", digits[0][:3])
+    with pytest.raises(UserError, match=re.escape(message)) as error:
+        run_predict(export_dir, tmp_path / "digits.npy", tmp_path / "run")
+    assert "\n" not in str(error.value)
+
+
+def test_an_output_dir_that_is_a_file_is_one_line(exported_run, digits, tmp_path):
+    np.save(tmp_path / "digits.npy", digits[0][:3])
+    (tmp_path / "taken").write_text("not a folder\n")
+    overrides = [
+        f"model_path={exported_run}",
+        f"input={tmp_path / 'digits.npy'}",
+        f"output_dir={tmp_path / 'taken'}",
+    ]
+    with pytest.raises(UserError, match="is a file; pass a folder for predictions.json"):
+        predict(compose_config("predict", tmp_path / "run", overrides, quiet=False))
+    assert (tmp_path / "taken").read_text() == "not a folder\n"

@@ -13,6 +13,7 @@ from pytorch_lightning.callbacks import (
     ProgressBar,
 )
 
+from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
@@ -51,8 +52,24 @@ def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
 
 
 def build_model(cfg: DictConfig) -> pl.LightningModule:
+    return instantiate_model(cfg.model)
+
+
+def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
     # The model builds its parts itself from plain dicts, which it saves as hyperparameters.
-    return instantiate(cfg.model, _recursive_=False, _convert_="all")
+    return instantiate(config, _recursive_=False, _convert_="all")
+
+
+def build_trained(
+    path: str, allowed: list[str], data: DictConfig | None = None
+) -> tuple[pl.LightningModule, pl.LightningDataModule]:
+    """A checkpoint's model in eval mode, and the data it was trained on (or `data`), built from
+    the configs the checkpoint records once every target in them is allowed."""
+    checkpoint, model_config, data_config = trained_configs(path, allowed, data)
+    model = instantiate_model(model_config)
+    check_fits(model, checkpoint["state_dict"], path)
+    model.load_state_dict(checkpoint["state_dict"])
+    return model.eval(), instantiate(data_config)
 
 
 def require_logger_packages(group: DictConfig | None) -> None:
@@ -75,6 +92,8 @@ def require_logger_packages(group: DictConfig | None) -> None:
 def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
     """The configured callbacks, less those that the trainer's settings leave nothing to do."""
     callbacks = instantiate_group(cfg.get("callbacks"))
+    if "model" in cfg:  # training: eval and export rebuild model and data from the checkpoint
+        callbacks.append(ConfigInCheckpoint(cfg.model, cfg.data))
     if cfg.trainer.get("limit_val_batches") == 0 and any(
         isinstance(c, EarlyStopping) and c.monitor.startswith("val/") for c in callbacks
     ):

@@ -1,16 +1,24 @@
-"""Checkpoints: safe loading (tensors and plain containers only, so a checkpoint cannot run
-code), atomic writing, and finding the one to resume from."""
+"""Checkpoints: safe loading and rebuilding (nothing in a checkpoint can run code), atomic
+writing, and finding the one to resume from."""
 
 import pickle
+import re
+from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
+import pytorch_lightning as pl
 import torch
-from omegaconf import DictConfig
+from hydra.utils import get_object
+from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from .console import UserError
 from .files import staged
-from .models import Classifier
+
+# Where a refused target can be allowed; never by a checkpoint.
+ALLOWLIST_FILE = "configs/allowed_targets.yaml"
+DOTTED_NAME = re.compile(r"[A-Za-z]\w*(\.[A-Za-z]\w*)+")
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -31,7 +39,8 @@ def load_checkpoint(path: str | Path) -> dict:
             "e.g. logs/train/runs/<time>/checkpoints/best.ckpt"
         )
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+        # mmap: checking a large checkpoint before training resumes reads only what it needs.
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as error:
         # weights_only refuses any global outside tensors and plain containers, before calling it.
         if "GLOBAL" not in str(error):
@@ -43,7 +52,7 @@ def load_checkpoint(path: str | Path) -> dict:
             "only checkpoints of tensors and plain values are accepted"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
-        reason = str(error).split(".")[0]
+        reason = str(error).split(".")[0].splitlines()[0]
         raise UserError(
             f"{path} is not a readable checkpoint (truncated or corrupt?): {reason}"
         ) from None
@@ -52,12 +61,114 @@ def load_checkpoint(path: str | Path) -> dict:
     return checkpoint
 
 
-def load_model(path: str | Path) -> Classifier:
-    """The trained model of a checkpoint, rebuilt from its own hyperparameters, in eval mode."""
+def leaves(tree, where: str = "") -> Iterator[tuple[str, object]]:
+    """Every value in a nest of dicts and lists that is not itself one, with where it sits; a
+    `_target_` counts as a value whatever it holds."""
+    items = tree.items() if isinstance(tree, dict) else enumerate(tree)
+    for key, value in items:
+        place = f"{where}[{key}]" if isinstance(tree, list | tuple) else f"{where}.{key}"
+        if isinstance(value, dict | list | tuple) and key != "_target_":
+            yield from leaves(value, place)
+        else:
+            yield place.lstrip("."), value
+
+
+def is_allowed(target: object, allowed: list[str]) -> bool:
+    """Whether `target` names a class or function defined inside one of the `allowed` modules.
+
+    The name is checked before anything is imported, then the object it resolves to: a name can
+    reach anything through a module's own imports (`<allowed>.some_module.os.system`), so the
+    object must be defined in an allowed module, not merely be reachable from one.
+    """
+    if not isinstance(target, str) or not DOTTED_NAME.fullmatch(target):
+        return False
+    prefixes = [name for name in allowed if target.startswith(f"{name}.")]
+    if not prefixes:
+        return False
+    try:
+        obj = get_object(target)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    module = getattr(obj, "__module__", None) or ""
+    defined_inside = any(module == name or module.startswith(f"{name}.") for name in prefixes)
+    return callable(obj) and not isinstance(obj, ModuleType) and defined_inside
+
+
+def check_targets(checkpoint: dict, allowed: list[str], path: str | Path) -> None:
+    """Refuses a checkpoint that names any `_target_` outside `allowed`, before anything is
+    instantiated: `weights_only=True` keeps pickled code out, but `instantiate` calls whatever a
+    plain string names. Interpolations are refused too: resolving them would run resolvers."""
+    for place, value in leaves(checkpoint):
+        if place.endswith("._target_") or place == "_target_":
+            if not is_allowed(value, allowed):
+                raise UserError(
+                    f"refusing {path}: {place} is {value!r}, not a class of an allowed module; "
+                    f"if you trust this checkpoint, add its module to allowed_targets in "
+                    f"{ALLOWLIST_FILE} (now: {', '.join(allowed)})"
+                )
+        elif isinstance(value, str) and "${" in value:
+            raise UserError(f"refusing {path}: {place} holds a config interpolation {value!r}")
+
+
+def recorded(checkpoint: dict, part: str, path: str | Path) -> dict:
+    """The config of `part` ("model" or "data") that the checkpoint was trained with."""
+    config = checkpoint.get("config", {}).get(part)
+    if not isinstance(config, dict) or "_target_" not in config:
+        raise UserError(
+            f"{path} does not say which {part} it holds (no config.{part} in it): "
+            "pass a checkpoint that train.py wrote"
+        )
+    return config
+
+
+def check_fits(model: torch.nn.Module, state_dict: dict, path: str | Path) -> None:
+    """One line when the checkpoint's weights belong to another architecture than `model`."""
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    found = {name: tuple(value.shape) for name, value in state_dict.items()}
+    if expected == found:
+        return
+    missing, unexpected = sorted(expected.keys() - found), sorted(found.keys() - expected)
+    resized = [name for name in expected.keys() & found if expected[name] != found[name]]
+    what = (
+        f"{resized[0]} is {found[resized[0]]} in it and {expected[resized[0]]} in the model"
+        if resized
+        else f"{len(missing)} weights missing, {len(unexpected)} unexpected"
+        f" (e.g. {(missing or unexpected)[0]})"
+    )
+    raise UserError(
+        f"{path} holds another architecture than the configured model: {what}; "
+        "use the model config it was trained with"
+    )
+
+
+def trained_configs(
+    path: str | Path, allowed: list[str], data: DictConfig | None = None
+) -> tuple[dict, dict, dict]:
+    """A checked checkpoint and the model and data configs to rebuild it with. `data` evaluates
+    elsewhere: a whole data config (with `_target_`), or keys that change the recorded one."""
     checkpoint = load_checkpoint(path)
-    model = Classifier(**checkpoint["hyper_parameters"])
-    model.load_state_dict(checkpoint["state_dict"])
-    return model.eval()
+    check_targets(checkpoint, allowed, path)
+    model = recorded(checkpoint, "model", path)
+    changes = OmegaConf.to_container(data, resolve=True) if data else {}
+    check_targets(changes, allowed, "the data config")
+    if "_target_" not in changes:
+        changes = recorded(checkpoint, "data", path) | changes
+    return checkpoint, model, changes
+
+
+class ConfigInCheckpoint(pl.Callback):
+    """Records in every checkpoint what eval and export rebuild from: the model's and the data's
+    config, each with its `_target_`, and the data contract (how inputs were prepared)."""
+
+    def __init__(self, model: DictConfig, data: DictConfig):
+        self.model, self.data = model, data
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        checkpoint["config"] = {
+            "model": OmegaConf.to_container(self.model, resolve=True),
+            "data": OmegaConf.to_container(self.data, resolve=True),
+            "contract": getattr(trainer.datamodule, "contract", None),
+        }
 
 
 def resume_path(cfg: DictConfig) -> str | None:
@@ -71,6 +182,6 @@ def resume_path(cfg: DictConfig) -> str | None:
         saved = [run_dir / "checkpoints" / "last.ckpt", *run_dir.glob("hpc_ckpt_*.ckpt")]
         saved = [file for file in saved if file.is_file()]
         path = str(max(saved, key=lambda file: file.stat().st_mtime)) if saved else None
-    if path:
-        load_checkpoint(path)  # fails early, with one line, on a bad or unsafe file
+    if path:  # fails early, with one line, on a bad or unsafe file
+        check_targets(load_checkpoint(path), list(cfg.allowed_targets), path)
     return path

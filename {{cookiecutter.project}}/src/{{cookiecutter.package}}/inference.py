@@ -19,8 +19,13 @@ IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".we
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
 
 
+# What predict reads from manifest.json, and the type each must have.
+MANIFEST_FIELDS = {"formats": dict, "input": dict, "normalization": dict, "class_names": list}
+
+
 def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
-    """The session of an export's model.onnx, and the manifest.json export.py wrote beside it."""
+    """The session of an export's model.onnx, and the manifest.json export.py wrote beside it,
+    checked against each other before anything is predicted."""
     model = path / "model.onnx" if path.is_dir() else path
     if not model.is_file():
         raise UserError(
@@ -35,11 +40,44 @@ def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
     except (InvalidProtobuf, Fail):
         message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
         raise UserError(message) from None
-    manifest = json.loads(manifest_path.read_text())
+    manifest = read_manifest(manifest_path)
     # The normalization and class names below are only right for the model they were written with.
     if sha256(model) != manifest["formats"].get("onnx", {}).get("sha256"):
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
+    check_manifest(manifest, session, manifest_path)
     return session, manifest
+
+
+def read_manifest(path: Path) -> dict:
+    try:
+        manifest = json.loads(path.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UserError(f"{path} is not valid JSON ({error}); export again") from None
+    wrong = [
+        name
+        for name, kind in MANIFEST_FIELDS.items()
+        if not isinstance(manifest, dict) or not isinstance(manifest.get(name), kind)
+    ]
+    if wrong:
+        raise UserError(f"{path} lacks {', '.join(wrong)} (or has the wrong type); export again")
+    return manifest
+
+
+def check_manifest(manifest: dict, session: ort.InferenceSession, path: Path) -> None:
+    """The manifest must describe the model it sits beside: its input, its outputs, a usable
+    normalization."""
+    expected = session.get_inputs()[0].shape[1:]
+    declared = manifest["input"].get("shape", [None])[1:]
+    if declared != expected:
+        raise UserError(f"{path} declares inputs of shape {declared}, the model takes {expected}")
+    outputs = session.get_outputs()[0].shape[-1]
+    if outputs != len(manifest["class_names"]):
+        raise UserError(
+            f"{path} names {len(manifest['class_names'])} classes, the model has {outputs} outputs"
+        )
+    std = np.asarray(manifest["normalization"].get("std", 0), dtype=np.float64)
+    if not (np.isfinite(std).all() and (std > 0).all()):
+        raise UserError(f"{path} has normalization std {std.tolist()}; it must be positive")
 
 
 def as_batch(array: np.ndarray, shape: tuple, source: str) -> np.ndarray:
@@ -111,8 +149,15 @@ def probabilities(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarr
     return exp / exp.sum(axis=1, keepdims=True)
 
 
+def non_finite(raw: np.ndarray) -> np.ndarray:
+    """For each sample: does it hold a NaN or an infinity?"""
+    return ~np.isfinite(raw.reshape(len(raw), -1)).all(axis=1)
+
+
 def classify(session: ort.InferenceSession, manifest: dict, raw: np.ndarray) -> list[dict]:
-    """The class and its probability for each raw sample, normalized as in training."""
+    """The class and its probability for each (finite) raw sample, normalized as in training."""
+    if not len(raw):
+        return []
     # Per-channel statistics broadcast over height and width; a single value over everything.
     norm = manifest["normalization"]
     mean, std = (np.asarray(norm[key], np.float32).reshape(-1, 1, 1) for key in ("mean", "std"))

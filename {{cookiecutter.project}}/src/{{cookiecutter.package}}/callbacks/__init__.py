@@ -4,12 +4,14 @@ from .diagnostics import TrainingDiagnostics
 from .finite_loss import StopOnNonFiniteLoss
 from .progress import ProgressBar
 from .random_state import RandomState
+from .regression_plots import RegressionPlots
 
 __all__ = [
     "ConfusionMatrixImage",
     "PlotCurves",
     "ProgressBar",
     "RandomState",
+    "RegressionPlots",
     "StopOnNonFiniteLoss",
     "TrainingDiagnostics",
 ]

@@ -1,4 +1,6 @@
+from .base import NetModule
 from .classifier import Classifier
 from .nets import MLP, SmallCNN
+from .regressor import Regressor
 
-__all__ = ["MLP", "Classifier", "SmallCNN"]
+__all__ = ["MLP", "Classifier", "NetModule", "Regressor", "SmallCNN"]

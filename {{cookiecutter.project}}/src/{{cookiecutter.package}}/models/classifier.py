@@ -1,23 +1,15 @@
-import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
-from hydra.utils import instantiate
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from ..records import is_logging_step
+from .base import NetModule
 
 
-class Classifier(pl.LightningModule):
-    """Trains any network that maps a batch of inputs to class logits.
+class Classifier(NetModule):
+    """Trains any network that maps a batch of inputs to class logits (see NetModule)."""
 
-    `net`, `optimizer` and `scheduler` are Hydra configs (plain dicts), not objects: they are
-    saved as hyperparameters, so a checkpoint rebuilds its own model and loads with
-    `weights_only=True`.
-
-    `compile=True` compiles the network with `torch.compile` when fitting starts. The network is
-    compiled in place, so parameter names, checkpoints and exports are the same as without it.
-    """
+    task = "classification"
 
     def __init__(
         self,
@@ -26,10 +18,10 @@ class Classifier(pl.LightningModule):
         scheduler: dict | None = None,
         num_classes: int = 10,
         compile: bool = False,
+        monitor: str = "val/acc",
+        mode: str = "max",
     ):
-        super().__init__()
-        self.save_hyperparameters(logger=False)
-        self.net = instantiate(net)
+        super().__init__(net, optimizer, scheduler, compile, monitor, mode)
         # validate_args=False: checking the labels' values would make every step wait for the GPU.
         self.val_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
         self.test_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
@@ -39,10 +31,7 @@ class Classifier(pl.LightningModule):
         self.val_acc_best = MaxMetric()
         self.val_acc_best.persistent(True)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-    def _step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
         logits = self(x)
         loss = F.cross_entropy(logits, y)
@@ -57,18 +46,6 @@ class Classifier(pl.LightningModule):
             getattr(self, f"{stage}_loss").update(loss, weight=len(y))
         return loss, logits
 
-    def setup(self, stage: str):
-        # Only for fitting: eval and export rebuild the model from its checkpoint, eager.
-        if stage == "fit" and self.hparams.compile:
-            self.net.compile()
-
-    def training_step(self, batch, batch_idx):
-        loss, _ = self._step(batch, "train")
-        # Per step and local to each DDP rank: averaging it would cost a collective every step.
-        if is_logging_step(self.trainer, self.global_step + 1):
-            self.log("train/loss", loss, prog_bar=True)
-        return loss
-
     def on_train_epoch_start(self):
         self.train_correct = torch.zeros((), dtype=torch.long, device=self.device)
         self.train_seen = 0
@@ -77,10 +54,6 @@ class Classifier(pl.LightningModule):
         # DistributedSampler gives every rank as many samples: the mean over ranks is exact.
         accuracy = self.train_correct / max(self.train_seen, 1)
         self.log("train/acc", accuracy, prog_bar=True, sync_dist=True)
-
-    def validation_step(self, batch, batch_idx):
-        # The logits reach callbacks as `outputs`, e.g. for the confusion matrix.
-        return self._step(batch, "val")[1]
 
     def on_validation_epoch_end(self):
         # Epoch means over every sample of every DDP rank, however unevenly the ranks are filled.
@@ -91,23 +64,9 @@ class Classifier(pl.LightningModule):
         # The same value on every rank (val/acc is synchronized): the mean over ranks keeps it.
         self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
 
-    def test_step(self, batch, batch_idx):
-        self._step(batch, "test")
-
     def on_test_epoch_end(self):
         self.log_dict({"test/loss": self.test_loss, "test/acc": self.test_acc})
 
     def predict_step(self, batch, batch_idx):
         x = batch[0] if isinstance(batch, list | tuple) else batch
         return self(x).softmax(dim=-1)
-
-    def configure_optimizers(self):
-        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
-        if not self.hparams.scheduler:
-            return optimizer
-        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
-        # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "monitor": "val/loss"},
-        }

@@ -4,8 +4,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ..builders import build_datamodule, build_trainer
-from ..checkpoints import load_model
+from ..builders import build_trained, build_trainer
 from ..console import UserError
 from ..records import plain_metrics, write_json
 
@@ -13,8 +12,8 @@ from ..records import plain_metrics, write_json
 def evaluate(cfg: DictConfig) -> dict:
     if not cfg.get("ckpt_path"):
         raise UserError("eval needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
-    model = load_model(cfg.ckpt_path)
-    datamodule = build_datamodule(cfg)
+    # The checkpoint knows its model and data; `data=...` or `+data.<key>=...` evaluates elsewhere.
+    model, datamodule = build_trained(cfg.ckpt_path, cfg.allowed_targets, cfg.get("data"))
     trainer = build_trainer(cfg)
     trainer.test(model, datamodule=datamodule)
     metrics = plain_metrics(trainer.callback_metrics) | {"ckpt_path": str(cfg.ckpt_path)}

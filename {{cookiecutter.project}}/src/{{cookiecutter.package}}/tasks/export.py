@@ -7,12 +7,11 @@ import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
 
-from ..builders import build_datamodule
-from ..checkpoints import load_model
+from ..builders import build_trained
 from ..console import UserError
 from ..export import onnx, report, torch_export, torchscript
 from ..export.verify import measure, torch_runner
-from ..files import save_json
+from ..files import fresh_folder, move_files, save_json
 
 FORMATS = {"onnx": onnx, "torchscript": torchscript, "torch_export": torch_export}
 
@@ -43,6 +42,10 @@ def check_config(cfg: DictConfig) -> None:
             f"torchscript_method={cfg.torchscript_method!r} is unknown; "
             f"choose {' or '.join(torchscript.METHODS)}"
         )
+    if not all(isinstance(size, int) and size > 0 for size in cfg.batch_sizes):
+        raise UserError(f"batch_sizes={list(cfg.batch_sizes)} must be positive whole numbers")
+    if Path(cfg.output_dir).is_file():
+        raise UserError(f"output_dir={cfg.output_dir} is a file; pass a folder for the export")
 
 
 def load_net_and_samples(
@@ -53,48 +56,66 @@ def load_net_and_samples(
     The plain network is exported rather than the LightningModule: its forward is the same, and
     it carries no trainer, metrics or Lightning hooks into the artifact.
     """
-    net = load_model(cfg.ckpt_path).net.eval()
-    datamodule = build_datamodule(cfg)
+    model, datamodule = build_trained(cfg.ckpt_path, cfg.allowed_targets, cfg.get("data"))
+    net = getattr(model, "net", model).eval()
     datamodule.prepare_data()
     datamodule.setup("test")
-    needed, batches = max(cfg.batch_sizes), []
+    # At least two: torch.export would fix the batch size of a one-sample example to 1.
+    needed, batches = max(*cfg.batch_sizes, 2), []
     for inputs, _ in datamodule.test_dataloader():
         batches.append(inputs)
         if sum(map(len, batches)) >= needed:
             break
     samples = torch.cat(batches)[:needed]
     if len(samples) < needed:
-        raise UserError(f"batch_sizes needs {needed} samples; the test split holds {len(samples)}")
+        raise UserError(
+            f"batch_sizes needs {needed} test samples; the test split holds {len(samples)}"
+        )
     return net, samples, datamodule
 
 
 def export(cfg: DictConfig) -> dict:
-    """Writes the requested formats with manifest.json and report.json; returns the report."""
+    """Writes the requested formats with manifest.json and report.json; returns the report.
+
+    Everything is written to `<output_dir>.staging` first and moved into `output_dir` only once
+    every format passed its checks: an earlier export there stays whole until then.
+    """
     check_config(cfg)
     net, samples, datamodule = load_net_and_samples(cfg)
-    output_dir = Path(cfg.output_dir)
+    destination = Path(cfg.output_dir)
+    staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
     eager = torch_runner(net)
     inputs = samples.numpy()
 
-    # A manifest describes verified artifacts only: an earlier one here is void from now on.
-    (output_dir / "manifest.json").unlink(missing_ok=True)
     timing = {"batch_sizes": list(cfg.batch_sizes), **cfg.latency}
     results, files, save = {"eager": measure(eager, eager, inputs, **timing)}, {}, savers(cfg)
     for name in cfg.formats:
-        files[name] = output_dir / FORMATS[name].FILE
+        files[name] = staging / FORMATS[name].FILE
         save[name](net, samples, files[name])
         # Measured on the artifact as reloaded from disk, not on the object that wrote it.
         results[name] = measure(FORMATS[name].load(files[name]), eager, inputs, **timing)
 
     failed = report.failures(results, cfg.atol)
     summary = {"atol": cfg.atol, "passed": not failed, "failures": failed, "results": results}
-    save_json(output_dir / "report.json", summary)
+    save_json(staging / "report.json", summary)
     print(report.table(results, files))
+    written = [path.name for path in files.values()]
+    # Model files of an earlier export that this one does not describe.
+    stale = [f.FILE for f in FORMATS.values() if f.FILE not in written]
     if failed:
+        if (destination / "manifest.json").exists():
+            raise UserError(
+                f"{failed[0]}; the earlier export in {destination} is unchanged, this attempt "
+                f"is in {staging} to inspect"
+            )
+        move_files(staging, destination, [*written, "report.json"], stale)
+        staging.rmdir()
         raise UserError(
-            f"{failed[0]}; the artifacts stay in {output_dir} to inspect, without manifest.json"
+            f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
         )
     manifest = report.manifest(files, samples, datamodule, cfg.opset, Path(cfg.ckpt_path))
-    save_json(output_dir / "manifest.json", manifest)
-    print(f"exported {', '.join(files)} to {output_dir}")
+    save_json(staging / "manifest.json", manifest)
+    move_files(staging, destination, [*written, "report.json", "manifest.json"], stale)
+    staging.rmdir()
+    print(f"exported {', '.join(files)} to {destination}")
     return summary

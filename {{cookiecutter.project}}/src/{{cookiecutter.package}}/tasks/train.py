@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
 
 from ..builders import build_datamodule, build_model, build_trainer
-from ..checkpoints import resume_path
+from ..checkpoints import check_fits, load_checkpoint, resume_path
 from ..launch import relaunches_script, run_job_in_subprocess
 from ..records import plain_metrics, record_run, write_json
 
@@ -21,6 +21,8 @@ def train(cfg: DictConfig) -> float | None:
         return run_job_in_subprocess(cfg.optimized_metric)
     datamodule = build_datamodule(cfg)
     model = build_model(cfg)
+    if ckpt_path:  # before Lightning's own loading: one line for weights of another model
+        check_fits(model, load_checkpoint(ckpt_path)["state_dict"], ckpt_path)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)

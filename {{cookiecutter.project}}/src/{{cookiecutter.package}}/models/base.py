@@ -1,0 +1,72 @@
+import pytorch_lightning as pl
+import torch
+from hydra.utils import instantiate
+
+from ..records import is_logging_step
+
+
+class NetModule(pl.LightningModule):
+    """What the project's LightningModules share: a network built from its config, the optimizer
+    and scheduler, and the metric that every part of a run watches. Subclasses add the loss and
+    the metrics of their task in `step`.
+
+    `net`, `optimizer` and `scheduler` are Hydra configs (plain dicts), not objects: they are
+    saved as hyperparameters, so checkpoints load with `weights_only=True`.
+
+    `monitor` and `mode` name the metric that checkpointing, early stopping, the learning-rate
+    scheduler and sweeps watch, and whether higher (`max`) or lower (`min`) is better. The model's
+    config declares them once; configs/callbacks/ and configs/hparams_search/ read them there.
+
+    `compile=True` compiles the network with `torch.compile` when fitting starts. The network is
+    compiled in place, so parameter names, checkpoints and exports are the same as without it.
+    """
+
+    def __init__(
+        self,
+        net: dict,
+        optimizer: dict,
+        scheduler: dict | None = None,
+        compile: bool = False,
+        monitor: str = "val/loss",
+        mode: str = "min",
+    ):
+        super().__init__()
+        self.save_hyperparameters(logger=False)  # with the subclass's own arguments
+        self.net = instantiate(net)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """The loss and the network's outputs for a batch; updates the metrics of `stage`."""
+        raise NotImplementedError
+
+    def setup(self, stage: str):
+        # Only for fitting: eval and export rebuild the model from its checkpoint, eager.
+        if stage == "fit" and self.hparams.compile:
+            self.net.compile()
+
+    def training_step(self, batch, batch_idx):
+        loss, _ = self.step(batch, "train")
+        # Per step and local to each DDP rank: averaging it would cost a collective every step.
+        if is_logging_step(self.trainer, self.global_step + 1):
+            self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        # The outputs reach callbacks as `outputs`, e.g. for the confusion matrix.
+        return self.step(batch, "val")[1]
+
+    def test_step(self, batch, batch_idx):
+        self.step(batch, "test")
+
+    def configure_optimizers(self):
+        optimizer = instantiate(self.hparams.optimizer)(params=self.parameters())
+        if not self.hparams.scheduler:
+            return optimizer
+        scheduler = instantiate(self.hparams.scheduler)(optimizer=optimizer)
+        # `monitor` is read only by schedulers that need a metric, such as ReduceLROnPlateau.
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "monitor": self.hparams.monitor},
+        }
