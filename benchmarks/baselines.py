@@ -8,8 +8,11 @@ by common.run_baseline.
   timestamps that probes.EpochTimer writes in a run of `python train.py`.
 - `python baselines.py loaders <file>`: batches per second of several ways to load the same
   tensors.
+- `python baselines.py image_loaders <file> <image folder> <seconds>`: images per second of the
+  file-backed image loader against the same images decoded once and held in memory.
 """
 
+import importlib
 import json
 import sys
 import time
@@ -18,16 +21,17 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
+from common import PACKAGE
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from probes import Clock, EpochTimer
 from torch.utils.data import DataLoader, TensorDataset
 
 
-def project_config(epochs: int):
+def project_config(epochs: int, overrides=()):
     """The project's own default config: the same network, optimizer, scheduler and batch size."""
     with initialize_config_dir(str(Path.cwd() / "configs"), version_base="1.3"):
-        return compose("train", overrides=[f"trainer.max_epochs={epochs}"])
+        return compose("train", overrides=[f"trainer.max_epochs={epochs}", *overrides])
 
 
 def digits(cfg):
@@ -200,6 +204,41 @@ def loaders(path: str, seconds: float = 3.0):
     Path(path).write_text(json.dumps({name: max(values) for name, values in rates.items()}))
 
 
+def image_loaders(path: str, root: str, seconds: float):
+    """Images per second over the training split of an image folder, as training reads it
+    (augmented, shuffled, in batches): from the files with 0, 1 and 2 worker processes, pinned
+    memory on and off, and from the same images decoded once into memory, sliced in batches."""
+    loaders = importlib.import_module(f"{PACKAGE}.data.loaders")
+    cfg = project_config(1, ["data=images", f"data.root={root}"])
+    datamodule = instantiate(cfg.data, _convert_="all")
+    datamodule.setup("fit")
+    files, batch_size = datamodule.splits["train"], cfg.data.batch_size
+    plain = type(files)(files.files, files.labels, files.preprocessing)  # decoded, not augmented
+    inputs, labels = zip(*(plain[index] for index in range(len(plain))), strict=True)
+    memory = loaders.InMemoryDataset(torch.stack(inputs), torch.tensor(labels))
+
+    def loader(dataset, workers=0, pin=False):
+        return loaders.make_loader(
+            dataset, batch_size, True, workers, pin, persistent_workers=True
+        )
+
+    ways = {"memory": loader(memory)}
+    for workers in (0, 1, 2):
+        for pin in (False, True):
+            ways[f"files, {workers} workers, pin_memory={pin}"] = loader(files, workers, pin)
+    rates = {name: [] for name in ways}
+    for _ in range(3):  # interleaved windows, so a busy moment slows every way alike
+        for name, way in ways.items():
+            for _ in way:  # a first epoch starts the workers (they persist) and warms caches
+                pass
+            images, start = 0, time.perf_counter()
+            while time.perf_counter() - start < seconds / 3:
+                for x, _ in way:
+                    images += len(x)
+            rates[name].append(images / (time.perf_counter() - start))
+    Path(path).write_text(json.dumps({name: max(values) for name, values in rates.items()}))
+
+
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     if kind == "handwritten":
@@ -210,5 +249,7 @@ if __name__ == "__main__":
         lightning_loop(int(args[0]), args[1], args[2], manual=kind == "lightning_manual")
     elif kind == "loaders":
         loaders(args[0])
+    elif kind == "image_loaders":
+        image_loaders(args[0], args[1], float(args[2]))
     else:
         sys.exit(f"unknown baseline {kind}")

@@ -2,6 +2,7 @@
 it with a probe callback (probes.py) or run a baseline (baselines.py), time, summarize, print a
 table and write the results as JSON to benchmarks/results/<name>.json."""
 
+import csv
 import json
 import os
 import platform
@@ -113,6 +114,15 @@ def train_with_probe(
 def run_baseline(project: Path, name: str, *args: str) -> None:
     """`python baselines.py <name> <args>` in a process of its own, inside the project."""
     run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))
+
+
+def logged_values(run_dir: Path, metric: str) -> list[float]:
+    """Every value of `metric` in a run's CSV log (logger=csv); empty without one."""
+    metrics = next(run_dir.rglob("metrics.csv"), None)
+    if not metrics:
+        return []
+    with metrics.open() as file:
+        return [float(row[metric]) for row in csv.DictReader(file) if row.get(metric)]
 
 
 def median(values) -> float:

@@ -12,12 +12,20 @@ between steps) in a run of `python train.py`, measured by the benchmark's probe
 """
 
 import argparse
-import csv
 import json
 import tempfile
 from pathlib import Path
 
-from common import PROJECT, add_arguments, median, report, run_baseline, setup, train_with_probe
+from common import (
+    PROJECT,
+    add_arguments,
+    logged_values,
+    median,
+    report,
+    run_baseline,
+    setup,
+    train_with_probe,
+)
 
 
 def loader_rates(project: Path, scratch: Path) -> dict[str, float]:
@@ -36,17 +44,8 @@ def wait_fractions(project: Path, epochs: int, scratch: Path) -> tuple[float, fl
     probe_frac = median(
         [w / t for w, t in zip(probe["wait"][1:], probe["train"][1:], strict=True)]
     )
-    diagnostics = None
-    metrics = next(output.rglob("metrics.csv"), None)
-    if metrics:
-        with metrics.open() as file:
-            values = [
-                float(row["perf/data_wait_frac"])
-                for row in csv.DictReader(file)
-                if row.get("perf/data_wait_frac")
-            ]
-        diagnostics = median(values) if values else None
-    return probe_frac, diagnostics
+    values = logged_values(output, "perf/data_wait_frac")
+    return probe_frac, median(values) if values else None
 
 
 def main():

@@ -1,4 +1,5 @@
-"""Test helpers: compose the configs users run, train once per session, call the CLI."""
+"""Test helpers: compose the configs users run, train once per session, call the CLI, write
+the example data."""
 
 import os
 import subprocess
@@ -22,6 +23,24 @@ QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_mode
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 # What eval and export may rebuild from a checkpoint, as users have it.
 ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
+# The data configs that ship with the project, tested on the example data of scripts/.
+SHIPPED_DATA = ["digits", "images", "table"]
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--data",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="run the datamodule tests on configs/data/NAME.yaml as it is, e.g. --data=mine "
+        "(repeatable); by default they run on the shipped data configs and the example data",
+    )
+
+
+def pytest_generate_tests(metafunc):
+    if "data_name" in metafunc.fixturenames:
+        metafunc.parametrize("data_name", metafunc.config.getoption("data") or SHIPPED_DATA)
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
@@ -110,3 +129,36 @@ def exported_run(trained_run, tmp_path_factory) -> Path:
     best = trained_run / "checkpoints" / "best.ckpt"
     export(compose_config("export", output_dir, [f"ckpt_path={best}", *FAST_LATENCY], quiet=False))
     return output_dir
+
+
+@pytest.fixture(scope="session")
+def example_data(tmp_path_factory) -> dict[str, Path]:
+    """The example data, as scripts/ writes it for users: image folders and CSV tables."""
+    folder = tmp_path_factory.mktemp("example_data")
+    for script, name in (("example_images.py", "images"), ("example_tables.py", "tables")):
+        command = [sys.executable, str(ROOT / "scripts" / script), str(folder / name)]
+        subprocess.run(command, check=True, capture_output=True, timeout=300)
+    return {
+        "images": folder / "images",
+        "breast_cancer": folder / "tables" / "breast_cancer.csv",
+        "wine": folder / "tables" / "wine.csv",
+    }
+
+
+@pytest.fixture
+def data_overrides(request, data_name) -> list[str]:
+    """`data=<name>`, pointed at the example data for a shipped config; a config given with
+    --data is used as it is."""
+    if request.config.getoption("data"):
+        return [f"data={data_name}"]
+    paths = request.getfixturevalue("example_data")
+    return [f"data={data_name}", *example_overrides(data_name, paths)]
+
+
+def example_overrides(data_name: str, paths: dict[str, Path]) -> list[str]:
+    """What a shipped data config needs to read the example data."""
+    return {
+        "digits": [],
+        "images": [f"data.root={paths['images']}"],
+        "table": [f"data.path={paths['breast_cancer']}", "data.target=diagnosis"],
+    }[data_name]

@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import CONFIGS, compose_config
+from conftest import CONFIGS, compose_config, example_overrides
 from hydra.utils import instantiate
 
 from {{ cookiecutter.package }}.builders import (
@@ -28,11 +28,18 @@ CASES = [(group, option) for group in GROUPS for option in options(group)]
 
 
 @pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
-def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch):
+def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, request):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    cfg = compose_config("train", tmp_path, [f"{group}={option}"], quiet=False)
-    assert build_model(cfg).net is not None
+    # A data option reads the example data; the others train on the digits.
+    data = (
+        example_overrides(option, request.getfixturevalue("example_data"))
+        if group == "data"
+        else []
+    )
+    cfg = compose_config("train", tmp_path, [f"{group}={option}", *data], quiet=False)
+    # The data first: it decides the shapes the model is built for.
     assert build_datamodule(cfg).hparams.batch_size > 0
+    assert build_model(cfg).net is not None
     assert all(callback is not None for callback in instantiate_group(cfg.callbacks))
     assert all(logger.save_dir or logger.name for logger in instantiate_group(cfg.logger))
     if ACCELERATORS[cfg.trainer.accelerator]:

@@ -44,8 +44,9 @@ def test_manifest_describes_the_input_and_checksums_every_file(exported_run):
     }
     datamodule = DigitsDataModule()
     datamodule.setup()
-    assert manifest["normalization"]["mean"] == datamodule.mean
-    assert manifest["normalization"]["std"] == datamodule.std
+    stats = datamodule.contract["preprocessing"]
+    assert manifest["normalization"]["mean"] == stats["mean"]
+    assert manifest["normalization"]["std"] == stats["std"]
     assert manifest["class_names"] == [str(digit) for digit in range(10)]
     assert manifest["opset"] == 18
     assert manifest["versions"]["torch"] == torch.__version__

@@ -4,7 +4,7 @@ import importlib
 
 import pytorch_lightning as pl
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
     Checkpoint,
@@ -48,8 +48,19 @@ def seed_everything(seed: int | None) -> None:
 
 
 def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
+    """The datamodule, set up, with the shapes that only the data knows (number of classes,
+    of features) written into `cfg.data`, where the model's config reads them."""
     check_data_options(cfg.data)
-    return instantiate(cfg.data)
+    datamodule = instantiate(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
+    # Before the model exists, and in every process: the networks are built for these shapes.
+    # A prepare_data that downloads must therefore leave files that are already there alone.
+    datamodule.prepare_data()
+    datamodule.setup()
+    with open_dict(cfg.data):
+        cfg.data.update(
+            {key: value for key, value in datamodule.shapes.items() if value is not None}
+        )
+    return datamodule
 
 
 def check_data_options(data: DictConfig) -> None:

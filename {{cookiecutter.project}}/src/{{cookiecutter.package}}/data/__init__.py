@@ -1,3 +1,13 @@
-from .digits import DigitsDataModule, InMemoryDataset
+from .base import ContractDataModule
+from .digits import DigitsDataModule
+from .images import ImagesDataModule
+from .loaders import InMemoryDataset
+from .table import TableDataModule
 
-__all__ = ["DigitsDataModule", "InMemoryDataset"]
+__all__ = [
+    "ContractDataModule",
+    "DigitsDataModule",
+    "ImagesDataModule",
+    "InMemoryDataset",
+    "TableDataModule",
+]

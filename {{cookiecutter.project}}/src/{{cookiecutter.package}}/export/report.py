@@ -15,7 +15,9 @@ def manifest(
     files: dict[str, Path], samples: torch.Tensor, datamodule, opset: int, checkpoint: Path
 ) -> dict:
     """What a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
-    raw = samples * datamodule.std + datamodule.mean  # the values as stored, before normalization
+    stats = datamodule.contract["preprocessing"]
+    mean, std = (torch.tensor(stats[key]).view(-1, 1, 1) for key in ("mean", "std"))
+    raw = samples * std + mean  # the values as stored, before normalization
     return {
         "formats": {name: {"file": p.name, "sha256": sha256(p)} for name, p in files.items()},
         "input": {
@@ -27,8 +29,8 @@ def manifest(
         },
         "output": {"name": OUTPUT_NAME, "classes": len(datamodule.class_names)},
         "normalization": {
-            "mean": datamodule.mean,
-            "std": datamodule.std,
+            "mean": stats["mean"],
+            "std": stats["std"],
             "applied_as": "(x - mean) / std",
         },
         "class_names": list(datamodule.class_names),

@@ -1,0 +1,41 @@
+"""Example quality: the example data that scripts/ writes trains, with the default configs and
+the real Trainer, as well as it should. Replace these with your own data's bar; the framework
+tests (everything outside tests/examples/) check the machinery for any data."""
+
+import json
+
+import pytest
+from conftest import compose_config
+from sklearn.linear_model import LogisticRegression
+
+from {{ cookiecutter.package }}.builders import build_datamodule
+from {{ cookiecutter.package }}.tasks.train import train
+
+
+def accuracy(run_dir) -> float:
+    return json.loads((run_dir / "metrics.json").read_text())["test/acc"]
+
+
+@pytest.mark.slow
+def test_the_image_folder_example_reaches_95_percent(example_data, tmp_path):
+    train(
+        compose_config("train", tmp_path, ["data=images", f"data.root={example_data['images']}"])
+    )
+    assert accuracy(tmp_path) >= 0.95
+
+
+@pytest.mark.parametrize(
+    ("name", "target"), [("breast_cancer", "diagnosis"), ("wine", "cultivar")]
+)
+def test_each_table_example_does_as_well_as_logistic_regression(
+    example_data, tmp_path, name, target
+):
+    overrides = ["data=table", f"data.path={example_data[name]}", f"data.target={target}"]
+    train(compose_config("train", tmp_path / "run", overrides))
+    # The baseline on the same train split, encoded the same way; the bar is honest for a test
+    # split of a few dozen rows, where one sample is several points of accuracy.
+    datamodule = build_datamodule(compose_config("train", tmp_path / "baseline", overrides))
+    fit, test = datamodule.splits["train"], datamodule.splits["test"]
+    baseline = LogisticRegression(max_iter=1000).fit(fit.inputs.numpy(), fit.targets.numpy())
+    correct = round(accuracy(tmp_path / "run") * len(test))
+    assert correct >= round(baseline.score(test.inputs.numpy(), test.targets.numpy()) * len(test))

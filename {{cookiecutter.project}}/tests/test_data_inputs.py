@@ -1,0 +1,313 @@
+"""Framework tests of what users feed `data=images` and `data=table`: the files and layouts they
+accept, and one clear line for each mistake."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import compose_config, run_cli
+from PIL import Image
+
+from {{ cookiecutter.package }}.builders import build_datamodule, build_model
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.preprocess import decode_image, encode_table
+
+COLOURS = {"cat": (200, 40, 90), "dog": (40, 180, 200)}
+
+
+def image(path, size=(12, 10), colour=(90, 160, 30), mode="RGB", **save):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", size, colour).convert(mode).save(path, **save)
+    return path
+
+
+def image_folder(root, per_class=8):
+    for name, colour in COLOURS.items():
+        for index in range(per_class):
+            image(root / name / f"{index}.png", colour=colour)
+    return root
+
+
+def build(tmp_path, *overrides):
+    cfg = compose_config("train", tmp_path / "run", list(overrides))
+    return build_datamodule(cfg), cfg
+
+
+def build_images(tmp_path, root, *overrides):
+    return build(tmp_path, "data=images", f"data.root={root}", "data.image_size=8", *overrides)
+
+
+def fails_with(message, builder, *args, **kwargs):
+    with pytest.raises(UserError) as error:
+        builder(*args, **kwargs)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+# Images
+
+
+def test_every_common_format_and_mode_is_read_and_other_files_are_ignored(tmp_path):
+    root = tmp_path / "images"
+    formats = {"png": {}, "jpg": {}, "jpeg": {}, "bmp": {}, "webp": {}, "tif": {}, "gif": {}}
+    for name, colour in COLOURS.items():
+        for suffix, mode in zip(formats, ["RGB", "L", "RGB", "P", "RGBA", "L", "P"], strict=True):
+            image(root / name / "deeper" / f"x.{suffix.upper()}", (30, 17), colour, mode)
+        (root / name / ".DS_Store").write_bytes(b"\0\1")
+        (root / name / "Thumbs.db").write_bytes(b"\0\1")
+        (root / name / "notes.txt").write_text("not an image")
+        image(root / name / ".hidden.png", colour=colour)
+        image(root / name / ".thumbnails" / "x.png", colour=colour)
+    (root / ".git").mkdir()
+    for channels in (1, 3):
+        datamodule, cfg = build_images(
+            tmp_path, root, f"data.channels={channels}", "data.val_fraction=0.3"
+        )
+        files = [f for split in datamodule.splits.values() for f in split.files]
+        assert sorted(f.suffix.lower()[1:] for f in files) == sorted(2 * list(formats))
+        assert datamodule.contract["input"]["shape"] == [channels, 8, 8]
+        assert (cfg.data.num_classes, cfg.data.num_features) == (2, channels * 64)
+        assert datamodule.splits["train"][0][0].shape == (channels, 8, 8)
+
+
+def test_train_val_test_folders_are_used_as_given(tmp_path):
+    root = tmp_path / "images"
+    for split, count in (("train", 6), ("val", 3), ("test", 2)):
+        image_folder(root / split, count)
+    datamodule, _ = build_images(tmp_path, root)
+    for split, count in (("train", 6), ("val", 3), ("test", 2)):
+        files = datamodule.splits[split].files
+        assert len(files) == 2 * count and {f.parents[1].name for f in files} == {split}
+    assert datamodule.contract["target"]["class_names"] == ["cat", "dog"]
+
+
+def test_an_image_from_bytes_is_the_image_from_its_file(tmp_path):
+    root = image_folder(tmp_path / "images")
+    datamodule, _ = build_images(tmp_path, root)
+    preprocessing = datamodule.contract["preprocessing"]
+    path = image(tmp_path / "photo.jpg", (40, 25), (10, 200, 120))
+    from_bytes = decode_image(path.read_bytes(), preprocessing)
+    np.testing.assert_array_equal(from_bytes, decode_image(path, preprocessing))
+
+
+def test_normalization_comes_from_the_training_images(tmp_path):
+    root = image_folder(tmp_path / "images")
+    datamodule, _ = build_images(tmp_path, root, "data.augment=null")
+    inputs = np.stack([x.numpy() for x, _ in datamodule.splits["train"]])
+    np.testing.assert_allclose(inputs.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+    np.testing.assert_allclose(inputs.std(axis=(0, 2, 3)), 1, atol=1e-4)
+
+
+def test_unreadable_images_stop_the_run_or_are_skipped_and_counted(tmp_path, capsys):
+    root = image_folder(tmp_path / "images")
+    broken = root / "cat" / "broken.png"
+    broken.write_bytes(b"\x89PNG\r\n\x1a\n truncated")
+    noise = np.random.default_rng(0).integers(0, 256, (64, 64, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(half := root / "dog" / "half.jpg")
+    half.write_bytes(half.read_bytes()[:2000])  # cut off in the middle of its pixels
+    fails_with(f"{broken} is not a readable image", build_images, tmp_path, root)
+    fails_with("or set data.skip_unreadable=true", build_images, tmp_path, root)
+    datamodule, _ = build_images(tmp_path, root, "data.skip_unreadable=true")
+    assert (
+        f"note: skipped 2 unreadable image files; the first: {broken}" in capsys.readouterr().out
+    )
+    files = {f for split in datamodule.splits.values() for f in split.files}
+    assert len(files) == 16 and broken not in files and half not in files
+
+
+@pytest.mark.parametrize(
+    ("layout", "message"),
+    [
+        ({}, "holds no class subfolders; put each class's images in a subfolder"),
+        ({"loose.png": "image"}, "holds no class subfolders"),
+        ({"cat/0.png": "image"}, "holds one class folder (cat); a classifier needs two"),
+        ({"cat/0.png": "image", "dog/a.txt": "text"}, "dog holds no images (.bmp, .gif"),
+        ({"train/cat/0.png": "image", "val/cat/0.png": "image"}, "has train/, val/ but no test/"),
+        (
+            {f"{s}/{c}/0.png": "image" for s in ("train", "val", "test") for c in ("cat", "dog")}
+            | {"test/owl/0.png": "image"},
+            "test/owl is a class that",
+        ),
+    ],
+    ids=["empty", "no-folders", "one-class", "empty-class", "partial-split", "unknown-class"],
+)
+def test_bad_image_folders_give_one_line(tmp_path, layout, message):
+    root = tmp_path / "images"
+    root.mkdir()
+    for name, kind in layout.items():
+        if kind == "image":
+            image(root / name)
+        else:
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text("text")
+    fails_with(message, build_images, tmp_path, root)
+
+
+def test_a_missing_root_gives_one_line(tmp_path):
+    fails_with("data=images needs data.root", build, tmp_path, "data=images")
+    fails_with("is not a folder; pass data.root=", build_images, tmp_path, tmp_path / "nowhere")
+
+
+def test_the_command_line_shows_one_line_and_no_traceback(tmp_path):
+    (tmp_path / "empty").mkdir()
+    result = run_cli(
+        "train.py", "data=images", f"data.root={tmp_path / 'empty'}", f"hydra.run.dir={tmp_path}"
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: {tmp_path / 'empty'} holds no class subfolders; put each class's images in a "
+        "subfolder named after the class"
+    ]
+
+
+# Tables
+
+
+def table(tmp_path, name="data.csv", rows=40, **columns) -> str:
+    """A table with a numeric and a text feature and a text target, plus `columns`."""
+    random = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "size": random.normal(10, 2, rows),
+            "colour": random.choice(["red", "green", "blue"], rows),
+            "kind": random.choice(["a", "b"], rows),
+        }
+        | columns
+    )
+    path = tmp_path / name
+    frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
+    return str(path)
+
+
+def build_table(tmp_path, path, *overrides, target="kind"):
+    return build(tmp_path, "data=table", f"data.path={path}", f"data.target={target}", *overrides)
+
+
+def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
+    csv, _ = build_table(tmp_path, table(tmp_path))
+    parquet, cfg = build_table(tmp_path, table(tmp_path, "data.parquet"))
+    assert csv.contract == parquet.contract
+    assert csv.splits["train"].inputs.equal(parquet.splits["train"].inputs)
+    preprocessing = csv.contract["preprocessing"]
+    assert preprocessing["features"] == [
+        "size",
+        "colour=blue",
+        "colour=green",
+        "colour=red",
+        "colour=<unknown>",
+    ]
+    assert csv.contract["target"] == {
+        "task": "classification",
+        "name": "kind",
+        "class_names": ["a", "b"],
+    }
+    assert (cfg.data.num_features, cfg.data.num_classes) == (5, 2)
+    assert type(build_model(cfg).net).__name__ == "MLP"  # data=table's default network
+
+
+def test_rows_are_encoded_by_column_name_with_training_statistics(tmp_path):
+    datamodule, _ = build_table(
+        tmp_path, table(tmp_path, code=[1, 2, 3, 4] * 10), "data.categorical=[code]"
+    )
+    preprocessing = datamodule.contract["preprocessing"]
+    size, colour, code = preprocessing["columns"]
+    assert code["vocabulary"] == ["1", "2", "3", "4"]
+    rows = pd.DataFrame(
+        {
+            "code": [2.0, None, 9],  # 2.0 is category "2"; 9 was never seen
+            "colour": ["red", "purple", None],
+            "extra": [1, 2, 3],  # not a feature: ignored
+            "size": [size["mean"], None, size["mean"] + size["std"]],
+        }
+    )
+    encoded = encode_table(rows, preprocessing)
+    most_frequent = colour["vocabulary"].index(colour["fill"])
+    expected = np.zeros((3, 10), np.float32)
+    expected[:, 0] = [0, 0, 1]  # standardized; missing: the training mean
+    red = colour["vocabulary"].index("red")
+    expected[[0, 1, 2], [1 + red, 1 + 3, 1 + most_frequent]] = 1  # red, unknown, most frequent
+    expected[[0, 1, 2], [5 + 1, 5 + code["vocabulary"].index(code["fill"]), 9]] = 1
+    np.testing.assert_allclose(encoded, expected, atol=1e-6)
+    without = rows.drop(columns="colour")
+    fails_with("rows.csv has no column 'colour'", encode_table, without, preprocessing, "rows.csv")
+    words = rows.assign(size="large")
+    fails_with("'size' holds text; the model was trained", encode_table, words, preprocessing)
+
+
+def test_an_integer_target_with_few_values_is_classification(tmp_path):
+    path = table(tmp_path, label=[3, 1, 2, 1] * 10)
+    datamodule, _ = build_table(tmp_path, path, "data.features=[size,colour]", target="label")
+    assert datamodule.contract["target"]["class_names"] == ["1", "2", "3"]
+    labels = pd.read_csv(path)["label"].to_numpy()
+    assert (
+        datamodule.splits["val"].targets.numpy() == labels[datamodule.indices["val"]] - 1
+    ).all()
+
+
+@pytest.mark.parametrize(
+    ("columns", "overrides", "target", "message"),
+    [
+        ({}, ["data.target=null"], "kind", "data=table needs data.path=<.csv or .parquet file>"),
+        ({}, [], "species", "has no column 'species'; its columns: size, colour, kind"),
+        ({}, ["data.features=[size,weight]"], "kind", "has no column 'weight'"),
+        ({}, ["data.features=[size,kind]"], "kind", "data.features holds the target column"),
+        ({}, ["data.categorical=[height]"], "kind", "has no column 'height'"),
+        ({"one": ["x"] * 40}, [], "one", "target column 'one' holds one class (x)"),
+        ({"price": np.linspace(1, 9, 40)}, [], "price", "that is regression"),
+        ({"n": list(range(40))}, [], "n", "holds 40 distinct numbers: that is regression"),
+        ({"gap": [None, "a"] * 20}, [], "gap", "target column 'gap' is empty in 20 rows"),
+        (
+            {"age": ["12", "about 12"] * 20},
+            [],
+            "kind",
+            "'age' holds numbers and text such as 'about 12'",
+        ),
+        (
+            {"seen": pd.date_range("2024", periods=40)},
+            [],
+            "kind",
+            "column 'seen' holds datetime64",
+        ),
+        ({}, ["data.num_classes=5"], "kind", "data.num_classes=5, but the data has 2: set"),
+        ({}, ["data.val_fraction=0.99"], "kind", "40 samples leave a split empty"),
+    ],
+    ids=[
+        "no-target",
+        "missing-target",
+        "missing-feature",
+        "target-as-feature",
+        "missing-categorical",
+        "one-class",
+        "float-target",
+        "many-integers",
+        "empty-target",
+        "unparsable",
+        "dates",
+        "wrong-num-classes",
+        "empty-split",
+    ],
+)
+def test_bad_tables_give_one_line(tmp_path, columns, overrides, target, message):
+    path = table(tmp_path, "data.parquet", **columns)  # Parquet keeps each column's type
+    fails_with(message, build_table, tmp_path, path, *overrides, target=target)
+
+
+def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
+    path = table(tmp_path, age=["12", "about 12"] * 20)
+    datamodule, _ = build_table(tmp_path, path, "data.categorical=[age]")
+    assert datamodule.contract["preprocessing"]["columns"][-1]["vocabulary"] == ["12", "about 12"]
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("data.xlsx", "a,b\n1,2\n", "data.xlsx is neither .csv nor .parquet"),
+        ("missing.csv", None, "missing.csv does not exist"),
+        ("empty.csv", "", "empty.csv holds no rows"),
+        ("header.csv", "size,kind\n", "header.csv holds no rows"),
+        ("broken.parquet", "not parquet", "broken.parquet is not a readable table"),
+    ],
+)
+def test_unreadable_table_files_give_one_line(tmp_path, name, content, message):
+    if content is not None:
+        (tmp_path / name).write_text(content)
+    fails_with(message, build_table, tmp_path, tmp_path / name)

@@ -1,0 +1,145 @@
+"""Framework tests of every datamodule, run for each shipped data config on the example data, or
+for your own with `pytest tests/test_datamodules.py --data=<name of configs/data/NAME.yaml>`:
+the contract it declares, its splits, its augmentation and its DDP shards."""
+
+import json
+import random
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from conftest import compose_config
+from sklearn.datasets import load_digits
+
+from {{ cookiecutter.package }}.builders import build_datamodule
+from {{ cookiecutter.package }}.data import DigitsDataModule
+from {{ cookiecutter.package }}.data.base import SPLITS
+from {{ cookiecutter.package }}.data.images import ImageFiles
+from {{ cookiecutter.package }}.preprocess import decode_image, encode_table, normalize, read_table
+
+
+def build(data_overrides, tmp_path, *overrides):
+    cfg = compose_config("train", tmp_path, [*data_overrides, *overrides])
+    return build_datamodule(cfg), cfg
+
+
+def from_raw(datamodule, split: str, positions: list[int]) -> tuple[np.ndarray, list[str]]:
+    """The model inputs and class names of some samples, computed by preprocess.py (numpy,
+    Pillow and pandas: what predict and serve run) from the raw files or rows."""
+    contract, dataset = datamodule.contract, datamodule.splits[split]
+    preprocessing, names = contract["preprocessing"], contract["target"]["class_names"]
+    if isinstance(dataset, ImageFiles):
+        files = [dataset.files[p] for p in positions]
+        return np.stack([decode_image(f, preprocessing) for f in files]), [
+            f.parent.name for f in files
+        ]
+    rows = datamodule.indices[split][positions]
+    if contract["input"]["kind"] == "table":
+        table = read_table(datamodule.hparams.path).iloc[rows]
+        labels = table[contract["target"]["name"]].astype(str).tolist()
+        return encode_table(table, preprocessing), labels
+    if isinstance(datamodule, DigitsDataModule):
+        digits = load_digits()
+        images = digits.images[rows][:, None].astype(np.float32)
+        return normalize(images, preprocessing), [names[label] for label in digits.target[rows]]
+    pytest.skip(f"no raw source known for {type(datamodule).__name__}: add one to from_raw()")
+
+
+def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_path):
+    datamodule, cfg = build(data_overrides, tmp_path)
+    contract = datamodule.contract
+    assert json.loads(json.dumps(contract)) == contract
+    assert contract["input"]["dtype"] == "float32"
+    inputs, targets = next(iter(datamodule.train_dataloader()))
+    assert list(inputs.shape[1:]) == contract["input"]["shape"]
+    assert inputs.dtype == torch.float32 and targets.dtype == torch.long
+    # What the data knows is in the config that the model is built from.
+    known = {key: value for key, value in datamodule.shapes.items() if value is not None}
+    assert known and {key: cfg.data[key] for key in known} == known
+
+
+def test_samples_are_what_preprocess_computes_from_the_raw_data(data_overrides, tmp_path):
+    datamodule, _ = build(data_overrides, tmp_path)
+    names = datamodule.contract["target"]["class_names"]
+    for split in ("val", "test"):
+        dataset = datamodule.splits[split]
+        positions = list(range(min(5, len(dataset))))
+        expected, labels = from_raw(datamodule, split, positions)
+        samples = [dataset[p] for p in positions]
+        np.testing.assert_array_equal(np.stack([x.numpy() for x, _ in samples]), expected)
+        assert [names[int(y)] for _, y in samples] == labels
+
+
+def test_splits_are_disjoint_and_reproducible_from_split_seed(data_overrides, tmp_path):
+    first, again, other = (
+        build(data_overrides, tmp_path, f"data.split_seed={seed}")[0] for seed in (7, 7, 8)
+    )
+    positions = np.concatenate([first.indices[name] for name in SPLITS])
+    assert len(set(positions.tolist())) == len(positions)
+    for name in SPLITS:
+        assert len(first.splits[name]) == len(first.indices[name]) > 0
+        np.testing.assert_array_equal(first.indices[name], again.indices[name])
+    if first.hparams.get("root") and (Path(first.hparams.root) / "train").is_dir():
+        return  # split by its folders, not at random
+    assert any(not np.array_equal(first.indices[n], other.indices[n]) for n in SPLITS)
+
+
+def test_only_training_samples_are_augmented(data_overrides, tmp_path):
+    datamodule, _ = build(data_overrides, tmp_path)
+    random.seed(0)
+    for split in ("val", "test"):
+        first, second = (datamodule.splits[split][0][0] for _ in range(2))
+        assert torch.equal(first, second)
+    draws = [datamodule.splits["train"][0][0] for _ in range(5)]
+    varied = any(not torch.equal(draws[0], draw) for draw in draws[1:])
+    assert varied == bool(datamodule.hparams.get("augment"))
+
+
+@contextmanager
+def recording(dataset):
+    """Within the block, `dataset` writes down the index of every sample it is asked for."""
+    reads, base = [], type(dataset)
+
+    class Recorded(base):
+        def __getitem__(self, index):
+            reads.append(int(index))
+            return super().__getitem__(index)
+
+    if hasattr(base, "__getitems__"):  # whole batches at a time
+
+        def getitems(self, indices):
+            reads.extend(indices)
+            return base.__getitems__(self, indices)
+
+        Recorded.__getitems__ = getitems
+    dataset.__class__ = Recorded
+    try:
+        yield reads
+    finally:
+        dataset.__class__ = base
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_each_ddp_rank_reads_only_its_shard(data_overrides, tmp_path, monkeypatch, world_size):
+    # In one process, as DDP rank r of world_size: the loaders' samplers ask torch.distributed.
+    # No worker processes, so that this process sees every read; workers read what it asks.
+    datamodule, _ = build(data_overrides, tmp_path, "data.num_workers=0")
+    monkeypatch.setattr(torch.distributed, "is_available", lambda: True)
+    monkeypatch.setattr(torch.distributed, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.distributed, "get_world_size", lambda group=None: world_size)
+    for split in SPLITS:
+        size, shards = len(datamodule.splits[split]), []
+        for rank in range(world_size):
+            monkeypatch.setattr(torch.distributed, "get_rank", lambda group=None, r=rank: r)
+            loader = datamodule.loader(split)
+            with recording(loader.dataset) as reads:
+                batches = sum(1 for _ in loader)
+            assert reads == list(loader.sampler) and batches == len(loader)
+            shards.append(reads)
+        assert sorted(set().union(*shards)) == list(range(size))
+        if split == "train":  # every rank as many samples, padded with repeats
+            assert {len(shard) for shard in shards} == {-(-size // world_size)}
+        else:  # each sample exactly once
+            assert sorted(sum(shards, [])) == list(range(size))
