@@ -150,7 +150,10 @@ def test_a_missing_root_gives_one_line(tmp_path):
 def test_the_command_line_shows_one_line_and_no_traceback(tmp_path):
     (tmp_path / "empty").mkdir()
     result = run_cli(
-        "train.py", "data=images", f"data.root={tmp_path / 'empty'}", f"hydra.run.dir={tmp_path}"
+        "train.py",
+        "data=images",
+        f"data.root={tmp_path / 'empty'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
@@ -268,7 +271,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             "column 'seen' holds datetime64",
         ),
         ({}, ["data.num_classes=5"], "kind", "data.num_classes=5, but the data has 2: set"),
-        ({}, ["data.val_fraction=0.99"], "kind", "40 samples leave a split empty"),
+        ({}, ["data.val_fraction=0.01"], "kind", "40 samples leave a split empty"),
     ],
     ids=[
         "no-target",
