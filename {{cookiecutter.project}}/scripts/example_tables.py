@@ -1,13 +1,18 @@
-"""Writes two tables that ship with scikit-learn as CSV files, the input `data=table` reads:
+"""Writes three tables that ship with scikit-learn as CSV files, the input `data=table` reads:
 
     python scripts/example_tables.py <folder>
     python train.py data=table data.path=<folder>/breast_cancer.csv data.target=diagnosis
     python train.py data=table data.path=<folder>/wine.csv data.target=cultivar
+    python train.py data=table data.path=<folder>/diabetes.csv data.target=progression \
+      model=regressor
 
 breast_cancer.csv: 569 tumours, 30 measurements, diagnosis "malignant" or "benign".
 wine.csv: 178 wines, 13 measurements, cultivar "class_0" to "class_2", and a categorical
 column, colour ("pale", "medium", "deep", from the colour intensity). A few measurements of
-each are left empty, as in real tables. Offline and deterministic.
+each are left empty, as in real tables. diabetes.csv: 442 patients, 10 measurements (age, sex,
+body mass index, blood pressure, six blood serum values; scaled as scikit-learn ships them) and
+progression, a measure of the disease one year after the baseline: a regression target.
+Offline and deterministic.
 """
 
 import sys
@@ -15,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from sklearn.datasets import load_breast_cancer, load_wine
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 
 
 def with_gaps(frame: pd.DataFrame, columns: list[str], share: float, seed: int) -> pd.DataFrame:
@@ -41,8 +46,12 @@ def write(folder: Path) -> list[Path]:
     wines["cultivar"] = wine.target_names[wine.target]
     with_gaps(wines, ["magnesium", "colour"], 0.03, seed=1)
 
-    paths = [folder / "breast_cancer.csv", folder / "wine.csv"]
-    for frame, path in zip((table, wines), paths, strict=True):
+    diabetes = load_diabetes(as_frame=True)
+    patients = diabetes.data.copy()
+    patients["progression"] = diabetes.target
+
+    paths = [folder / "breast_cancer.csv", folder / "wine.csv", folder / "diabetes.csv"]
+    for frame, path in zip((table, wines, patients), paths, strict=True):
         frame.to_csv(path, index=False)
     return paths
 

@@ -255,8 +255,9 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         ({}, ["data.features=[size,kind]"], "kind", "data.features holds the target column"),
         ({}, ["data.categorical=[height]"], "kind", "has no column 'height'"),
         ({"one": ["x"] * 40}, [], "one", "target column 'one' holds one class (x)"),
-        ({"price": np.linspace(1, 9, 40)}, [], "price", "that is regression"),
-        ({"n": list(range(40))}, [], "n", "holds 40 distinct numbers: that is regression"),
+        ({}, ["data.task=regression"], "kind", "holds text: a regression target must be numbers"),
+        ({"flat": [3.0] * 40}, ["data.task=regression"], "flat", "is 3.0 in every training row"),
+        ({}, ["data.task=ranking"], "kind", "data.task=ranking is unknown"),
         ({"gap": [None, "a"] * 20}, [], "gap", "target column 'gap' is empty in 20 rows"),
         (
             {"age": ["12", "about 12"] * 20},
@@ -280,8 +281,9 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "target-as-feature",
         "missing-categorical",
         "one-class",
-        "float-target",
-        "many-integers",
+        "text-regression",
+        "constant-regression",
+        "unknown-task",
         "empty-target",
         "unparsable",
         "dates",
@@ -292,6 +294,38 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
 def test_bad_tables_give_one_line(tmp_path, columns, overrides, target, message):
     path = table(tmp_path, "data.parquet", **columns)  # Parquet keeps each column's type
     fails_with(message, build_table, tmp_path, path, *overrides, target=target)
+
+
+def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_path):
+    prices = np.linspace(1, 9, 40)
+    path = table(tmp_path, "data.parquet", price=prices, n=list(range(40)))
+    datamodule, _ = build_table(tmp_path, path, "data.units=EUR", target="price")
+    target = datamodule.contract["target"]
+    train = prices[datamodule.indices["train"]]
+    assert target == {
+        "task": "regression",
+        "name": "price",
+        "mean": pytest.approx(train.mean()),
+        "std": pytest.approx(train.std()),
+        "units": "EUR",
+    }
+    assert datamodule.splits["train"].targets.numpy() == pytest.approx(
+        (train - train.mean()) / train.std(), abs=1e-6
+    )
+    # 40 distinct integers are a number too, unless they are named class labels.
+    assert build_table(tmp_path, path, target="n")[0].contract["target"]["task"] == "regression"
+    labels, _ = build_table(tmp_path, path, "data.task=classification", target="n")
+    assert labels.contract["target"]["class_names"][:3] == ["0", "1", "2"]
+
+
+def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
+    path = table(tmp_path, "data.parquet", price=np.linspace(1, 9, 40))
+    for overrides, target, message in [
+        ([], "price", "Classifier is a classification model, but data 'price' is a regression"),
+        (["model=regressor"], "kind", "Regressor is a regression model, but data 'kind' is a"),
+    ]:
+        datamodule, cfg = build_table(tmp_path, path, *overrides, target=target)
+        fails_with(message, build_model, cfg, datamodule)
 
 
 def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):

@@ -38,16 +38,17 @@ def test_manifest_describes_the_input_and_checksums_every_file(exported_run):
         assert entry["sha256"] == digest
     assert manifest["input"] == {
         "name": "input",
+        "kind": "image",
         "shape": ["batch", 1, 8, 8],
         "dtype": "float32",
-        "value_range": [0.0, 16.0],
     }
+    # The data contract of training, as the datamodule declares it.
     datamodule = DigitsDataModule()
     datamodule.setup()
-    stats = datamodule.contract["preprocessing"]
-    assert manifest["normalization"]["mean"] == stats["mean"]
-    assert manifest["normalization"]["std"] == stats["std"]
-    assert manifest["class_names"] == [str(digit) for digit in range(10)]
+    assert manifest["preprocessing"] == datamodule.contract["preprocessing"]
+    assert manifest["preprocessing"]["value_range"] == [0, 16]
+    assert manifest["task"] == "classification"
+    assert manifest["target"]["class_names"] == [str(digit) for digit in range(10)]
     assert manifest["opset"] == 18
     assert manifest["versions"]["torch"] == torch.__version__
     assert not list(exported_run.glob(".*partial*"))  # nothing half-written left behind

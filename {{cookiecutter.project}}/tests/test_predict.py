@@ -113,11 +113,15 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     ("model", "input", "message"),
     [
         ("{export}", "{tmp}/words.npy", "holds <U5 values; expected raw values as numbers"),
-        ("{export}", "{tmp}/missing.npy", "does not exist; pass input=<.npy, image or folder>"),
+        (
+            "{export}",
+            "{tmp}/missing.npy",
+            "does not exist; pass input=<.npy, .csv, .parquet, image or folder>",
+        ),
         (
             "{export}",
             "{export}/manifest.json",
-            "is not a .npy file, an image or a folder of images",
+            "is not a .npy, .csv or .parquet file, an image or a folder of images",
         ),
         (
             "{export}/model.ts",
@@ -190,16 +194,16 @@ def edited_export(exported_run, tmp_path, edit) -> Path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda m: m.pop("class_names"), "manifest.json lacks class_names"),
-        (lambda m: m.pop("normalization"), "manifest.json lacks normalization"),
+        (lambda m: m.pop("target"), "manifest.json lacks target"),
+        (lambda m: m.pop("preprocessing"), "manifest.json lacks preprocessing"),
         (lambda m: m["input"].update(shape=["batch", 3, 8, 8]), "declares inputs of shape"),
-        (lambda m: m["class_names"].pop(), "names 9 classes, the model has 10 outputs"),
+        (lambda m: m["target"]["class_names"].pop(), "names 9 classes, the model has 10 outputs"),
         (
-            lambda m: m["normalization"].update(std=0.0),
-            "normalization std 0.0; it must be positive",
+            lambda m: m["preprocessing"].update(std=[0.0]),
+            "normalization std [0.0]; it must be positive",
         ),
     ],
-    ids=["no-classes", "no-normalization", "shape", "classes", "std"],
+    ids=["no-target", "no-preprocessing", "shape", "classes", "std"],
 )
 def test_a_manifest_that_does_not_fit_its_model_is_one_line(
     exported_run, digits, tmp_path, edit, message

@@ -3,7 +3,7 @@
 import importlib
 
 import pytorch_lightning as pl
-from hydra.utils import instantiate
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
@@ -86,8 +86,29 @@ def check_data_options(data: DictConfig) -> None:
         raise UserError(f"{settings} leave nothing to train on: keep their sum below 1")
 
 
-def build_model(cfg: DictConfig) -> pl.LightningModule:
+def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
+    """The model; with `datamodule`, first checked to be made for the data's task."""
+    if datamodule is not None:
+        check_task(get_object(cfg.model._target_), datamodule.contract["target"])
     return instantiate_model(cfg.model)
+
+
+def check_task(model_class: type, target: dict) -> None:
+    """A classifier needs class labels, a regressor numbers: one line when they differ."""
+    task = getattr(model_class, "task", None)
+    if task is None or task == target["task"]:
+        return
+    hint = {
+        "classification": "pass data.task=regression to predict it as a number, or "
+        "model=classifier",
+        "regression": "pass model=regressor, or data.task=classification to read it as class "
+        "labels",
+    }[target["task"]]
+    name = target.get("name", "the target")
+    raise UserError(
+        f"{model_class.__name__} is a {task} model, but data {name!r} is a {target['task']} "
+        f"target: {hint}"
+    )
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
@@ -104,7 +125,10 @@ def build_trained(
     model = instantiate_model(model_config)
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
-    return model.eval(), instantiate(data_config)
+    datamodule = instantiate(data_config, _convert_="all")
+    # Prepared as the model was trained: its statistics, vocabularies and classes.
+    datamodule.trained_contract = checkpoint["config"].get("contract")
+    return model.eval(), datamodule
 
 
 def build_partial(config: dict, setting: str, **arguments):

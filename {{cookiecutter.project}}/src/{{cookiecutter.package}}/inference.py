@@ -1,7 +1,9 @@
-"""Predictions from an exported model with numpy and onnxruntime only: predict and serve use it.
+"""Predictions from an exported model with numpy, onnxruntime, Pillow and pandas only: predict
+and serve use it. The manifest holds the data contract of training; its preprocessing is applied
+by preprocess.py, the same code the datamodules prepare training data with.
 
-Image files need Pillow. Nothing here may import torch or Lightning, directly or through
-other modules of this package, so that it runs in a slim serving environment.
+Nothing here may import torch or Lightning, directly or through other modules of this package,
+so that it runs in a slim serving environment.
 """
 
 import json
@@ -9,21 +11,27 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pandas as pd
 from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidProtobuf
 
 from .console import UserError
 from .files import sha256
 from .onnx_session import open_session, run
+from .preprocess import IMAGE_SUFFIXES, decode_image, encode_table, normalize, read_table
 
-IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
-
-
 # What predict reads from manifest.json, and the type each must have.
-MANIFEST_FIELDS = {"formats": dict, "input": dict, "normalization": dict, "class_names": list}
+MANIFEST_FIELDS = {
+    "formats": dict,
+    "task": str,
+    "input": dict,
+    "preprocessing": dict,
+    "target": dict,
+}
 
 
-def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
+def load_export(path: Path, threads: int = 0) -> tuple[ort.InferenceSession, dict]:
     """The session of an export's model.onnx, and the manifest.json export.py wrote beside it,
     checked against each other before anything is predicted."""
     model = path / "model.onnx" if path.is_dir() else path
@@ -36,12 +44,12 @@ def load_export(path: Path) -> tuple[ort.InferenceSession, dict]:
     if not manifest_path.is_file():
         raise UserError(f"no manifest.json next to {model}; pass the folder of an export.py run")
     try:
-        session = open_session(model)
+        session = open_session(model, threads)
     except (InvalidProtobuf, Fail):
         message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
         raise UserError(message) from None
     manifest = read_manifest(manifest_path)
-    # The normalization and class names below are only right for the model they were written with.
+    # The preprocessing and class names below are only right for the model they came with.
     if sha256(model) != manifest["formats"].get("onnx", {}).get("sha256"):
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
     check_manifest(manifest, session, manifest_path)
@@ -63,27 +71,53 @@ def read_manifest(path: Path) -> dict:
     return manifest
 
 
+def outputs(manifest: dict) -> int:
+    """How many numbers the model gives per sample: a logit per class, or one value."""
+    target = manifest["target"]
+    return len(target.get("class_names", [])) if manifest["task"] == "classification" else 1
+
+
 def check_manifest(manifest: dict, session: ort.InferenceSession, path: Path) -> None:
     """The manifest must describe the model it sits beside: its input, its outputs, a usable
-    normalization."""
+    preprocessing."""
     expected = session.get_inputs()[0].shape[1:]
     declared = manifest["input"].get("shape", [None])[1:]
     if declared != expected:
         raise UserError(f"{path} declares inputs of shape {declared}, the model takes {expected}")
-    outputs = session.get_outputs()[0].shape[-1]
-    if outputs != len(manifest["class_names"]):
-        raise UserError(
-            f"{path} names {len(manifest['class_names'])} classes, the model has {outputs} outputs"
+    given = session.get_outputs()[0].shape[-1]
+    if given != outputs(manifest):
+        what = (
+            f"names {outputs(manifest)} classes"
+            if manifest["task"] == "classification"
+            else ("describes a regression (one output)")
         )
-    std = np.asarray(manifest["normalization"].get("std", 0), dtype=np.float64)
-    if not (np.isfinite(std).all() and (std > 0).all()):
-        raise UserError(f"{path} has normalization std {std.tolist()}; it must be positive")
+        raise UserError(f"{path} {what}, the model has {given} outputs")
+    if manifest["input"].get("kind") == "image":
+        std = np.asarray(manifest["preprocessing"].get("std", 0), dtype=np.float64)
+        if not (np.isfinite(std).all() and (std > 0).all()):
+            raise UserError(f"{path} has normalization std {std.tolist()}; it must be positive")
+
+
+def from_arrays(array: np.ndarray, manifest: dict, source: str) -> np.ndarray:
+    """Model inputs from raw values, as the dataset stores them: images of the manifest's shape
+    (one sample, or no single channel axis, is fine), or table rows of its numeric columns."""
+    if array.dtype.kind not in "fiu":
+        raise UserError(f"{source} holds {array.dtype} values; expected raw values as numbers")
+    if manifest["input"]["kind"] == "table":
+        columns = manifest["input"]["columns"]
+        rows = array[None] if array.ndim == 1 else array
+        if rows.ndim != 2 or rows.shape[1] != len(columns):
+            raise UserError(
+                f"{source} has shape {array.shape}; expected (N, {len(columns)}): the columns "
+                f"{', '.join(columns)}"
+            )
+        return from_rows(pd.DataFrame(rows, columns=columns), manifest, source)
+    batch = as_batch(array, tuple(manifest["input"]["shape"][1:]), source)
+    return normalize(batch, manifest["preprocessing"]).astype(np.float32)
 
 
 def as_batch(array: np.ndarray, shape: tuple, source: str) -> np.ndarray:
     """A float32 batch of samples of `shape`; one sample, or no single channel axis, is fine."""
-    if array.dtype.kind not in "fiu":
-        raise UserError(f"{source} holds {array.dtype} values; expected raw values as numbers")
     one_channel = len(shape) == 3 and shape[0] == 1
     if array.shape[1:] == shape:
         batch = array
@@ -101,69 +135,88 @@ def as_batch(array: np.ndarray, shape: tuple, source: str) -> np.ndarray:
     return batch.astype(np.float32)
 
 
-def read_image(path: Path, shape: tuple, value_range: list[float]) -> np.ndarray:
-    try:
-        from PIL import Image, UnidentifiedImageError
-    except ImportError:
-        raise UserError(
-            "image files need Pillow: pip install pillow, or pass a .npy array"
-        ) from None
-    channels, height, width = shape
-    try:
-        with Image.open(path) as image:
-            image = image.convert("L" if channels == 1 else "RGB").resize((width, height))
-            pixels = np.asarray(image, dtype=np.float32).reshape(height, width, channels)
-    except (UnidentifiedImageError, OSError):
-        raise UserError(f"{path} is not a readable image") from None
-    low, high = value_range  # files hold 0..255; the model saw values in value_range
-    return low + pixels.transpose(2, 0, 1) / 255 * (high - low)
+def from_rows(frame: pd.DataFrame, manifest: dict, source: str) -> np.ndarray:
+    """Model inputs from table rows: columns matched by name, extra ones ignored."""
+    if manifest["input"]["kind"] != "table":
+        raise UserError(f"{source} holds table rows, but the model takes images")
+    if frame.empty:
+        raise UserError(f"{source} holds no rows")
+    return encode_table(frame, manifest["preprocessing"], source)
 
 
-def read_inputs(path: Path, spec: dict) -> tuple[np.ndarray, list[dict]]:
-    """Raw samples from a .npy array, an image file or a folder of images, and their sources."""
-    shape = tuple(spec["shape"][1:])
+def from_images(images: list[Path | bytes], manifest: dict) -> np.ndarray:
+    """Model inputs from image files (or their bytes), decoded and resized as in training."""
+    if manifest["input"]["kind"] != "image":
+        raise UserError("the model takes table rows, not images: pass a .csv or .parquet file")
+    return np.stack([decode_image(image, manifest["preprocessing"]) for image in images])
+
+
+def image_files(path: Path) -> list[Path]:
+    """An image file, or the image files in a folder and its subfolders (hidden ones left out)."""
+    if path.is_file():
+        return [path] if path.suffix.lower() in IMAGE_SUFFIXES else []
+    return sorted(
+        file
+        for file in path.rglob("*")
+        if file.suffix.lower() in IMAGE_SUFFIXES
+        and not any(part.startswith(".") for part in file.relative_to(path).parts)
+    )
+
+
+def read_inputs(path: Path, manifest: dict) -> tuple[np.ndarray, list[dict]]:
+    """Model inputs from a .npy array, a .csv or .parquet table, an image file or a folder of
+    images, and where each sample came from."""
     if not path.exists():
-        raise UserError(f"input={str(path)!r} does not exist; pass input=<.npy, image or folder>")
-    if path.suffix == ".npy":
-        try:
-            array = np.load(path, allow_pickle=False)
-        except ValueError as error:
-            raise UserError(f"{path} is not a numeric .npy array: {error}") from None
-        batch = as_batch(array, shape, str(path))
-        return batch, [{"file": str(path), "index": index} for index in range(len(batch))]
-    files = sorted(path.iterdir()) if path.is_dir() else [path]
-    images = [file for file in files if file.suffix.lower() in IMAGE_SUFFIXES]
+        raise UserError(
+            f"input={str(path)!r} does not exist; pass input=<.npy, .csv, .parquet, image or "
+            "folder>"
+        )
+    suffix = path.suffix.lower()
+    if suffix in (".npy", *TABLE_SUFFIXES):
+        if suffix == ".npy":
+            try:
+                array = np.load(path, allow_pickle=False)
+            except ValueError as error:
+                raise UserError(f"{path} is not a numeric .npy array: {error}") from None
+            inputs = from_arrays(array, manifest, str(path))
+        else:
+            inputs = from_rows(read_table(path), manifest, str(path))
+        return inputs, [{"file": str(path), "index": index} for index in range(len(inputs))]
+    images = image_files(path)
     if not images:
         raise UserError(
-            f"input={str(path)!r} is not a .npy file, an image or a folder of images "
-            f"({', '.join(IMAGE_SUFFIXES)})"
+            f"input={str(path)!r} is not a .npy, .csv or .parquet file, an image or a folder of "
+            f"images ({', '.join(IMAGE_SUFFIXES)})"
         )
-    batch = np.stack([read_image(image, shape, spec["value_range"]) for image in images])
-    return batch, [{"file": str(image), "index": None} for image in images]
+    return from_images(images, manifest), [{"file": str(image), "index": None} for image in images]
 
 
-def probabilities(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
-    chunks = [inputs[start : start + CHUNK] for start in range(0, len(inputs), CHUNK)]
-    logits = np.concatenate([run(session, chunk) for chunk in chunks])
-    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
-    return exp / exp.sum(axis=1, keepdims=True)
-
-
-def non_finite(raw: np.ndarray) -> np.ndarray:
+def non_finite(inputs: np.ndarray) -> np.ndarray:
     """For each sample: does it hold a NaN or an infinity?"""
-    return ~np.isfinite(raw.reshape(len(raw), -1)).all(axis=1)
+    return ~np.isfinite(inputs.reshape(len(inputs), -1)).all(axis=1)
 
 
-def classify(session: ort.InferenceSession, manifest: dict, raw: np.ndarray) -> list[dict]:
-    """The class and its probability for each (finite) raw sample, normalized as in training."""
-    if not len(raw):
+def predictions(
+    session: ort.InferenceSession, manifest: dict, inputs: np.ndarray, top_k: int = 1
+) -> list[dict]:
+    """For each (finite) prepared sample: its class and probability, with the `top_k` most
+    probable classes when top_k > 1; or, for regression, its value in the target's units."""
+    if not len(inputs):
         return []
-    # Per-channel statistics broadcast over height and width; a single value over everything.
-    norm = manifest["normalization"]
-    mean, std = (np.asarray(norm[key], np.float32).reshape(-1, 1, 1) for key in ("mean", "std"))
-    scores = probabilities(session, (raw - mean) / std)
-    names = manifest["class_names"]
-    return [
-        {"class": names[best], "probability": round(float(row[best]), 6)}
-        for row, best in zip(scores, scores.argmax(axis=1), strict=True)
-    ]
+    chunks = [inputs[start : start + CHUNK] for start in range(0, len(inputs), CHUNK)]
+    outputs = np.concatenate([run(session, chunk) for chunk in chunks])
+    target = manifest["target"]
+    if manifest["task"] == "regression":
+        values = outputs[:, 0] * target["std"] + target["mean"]
+        return [{"value": round(float(value), 6)} for value in values]
+    exp = np.exp(outputs - outputs.max(axis=1, keepdims=True))
+    scores = exp / exp.sum(axis=1, keepdims=True)
+    names = target["class_names"]
+    results = []
+    for row in scores:
+        ranked = [
+            {"class": names[index], "probability": round(float(row[index]), 6)}
+            for index in np.argsort(-row, kind="stable")[:top_k]
+        ]
+        results.append(ranked[0] | ({"top": ranked} if top_k > 1 else {}))
+    return results

@@ -246,10 +246,17 @@ def indices(labels: pd.Series, spec: dict) -> np.ndarray:
     return labels.map(positions).fillna(len(positions)).to_numpy(np.int64)
 
 
-def fit_target(values: pd.Series, name: str) -> dict:
-    """What the target column asks of the model. Text and booleans are class labels, and so are
-    integers with at most MAX_INTEGER_CLASSES distinct values; the class names are the values,
-    sorted. Other numbers would be regression, which is not trained yet."""
+def fit_target(
+    values: pd.Series,
+    name: str,
+    task: str | None = None,
+    units: str | None = None,
+    train: np.ndarray | None = None,
+) -> dict:
+    """What the target column asks of the model. `task` null: text and booleans are class
+    labels, and so are integers with at most MAX_INTEGER_CLASSES distinct values (the class
+    names are the values, sorted); other numbers are a regression target, standardized with the
+    mean and std of the `train` rows."""
     if values.isna().any():
         row = int(np.flatnonzero(values.isna())[0])
         raise UserError(
@@ -258,16 +265,17 @@ def fit_target(values: pd.Series, name: str) -> dict:
         )
     kind = values.dtype.kind
     integers = kind in "iu" or (kind == "f" and bool((values % 1 == 0).all()))
+    if task is None:
+        labels = kind in "bO" or (integers and values.nunique() <= MAX_INTEGER_CLASSES)
+        task = "classification" if labels else "regression"
+    if task == "regression":
+        return regression_target(values, name, units, train)
+    if task != "classification":
+        raise UserError(f"data.task={task} is unknown; choose classification or regression")
     if kind in "bO":
         classes = sorted(values.map(category).unique())
-    elif integers and values.nunique() <= MAX_INTEGER_CLASSES:
+    else:  # numbers sort as numbers: 2 before 10
         classes = [category(value) for value in sorted(values.unique())]
-    else:
-        raise UserError(
-            f"target column {name!r} holds {values.nunique()} distinct numbers: that is "
-            "regression, which data=table does not train yet; a class column holds text or at "
-            f"most {MAX_INTEGER_CLASSES} distinct integers"
-        )
     if len(classes) < 2:
         raise UserError(
             f"target column {name!r} holds one class ({classes[0]}); a classifier needs two"
@@ -275,6 +283,25 @@ def fit_target(values: pd.Series, name: str) -> dict:
     return classification_target(classes, name)
 
 
+def regression_target(values: pd.Series, name: str, units: str | None, train) -> dict:
+    numbers = None if values.dtype.kind == "b" else numeric_column(values, name)
+    if numbers is None:
+        raise UserError(
+            f"target column {name!r} holds text: a regression target must be numbers "
+            "(data.task=classification reads it as class labels)"
+        )
+    fitted = numbers if train is None else numbers.iloc[train]
+    mean, std = float(fitted.mean()), float(fitted.std(ddof=0))
+    if not std > 0:
+        raise UserError(
+            f"target column {name!r} is {mean} in every training row: nothing to learn"
+        )
+    return {"task": "regression", "name": name, "mean": mean, "std": std, "units": units}
+
+
 def encode_target(values: pd.Series, target: dict) -> np.ndarray:
-    """Class indices (int64) of a target column."""
+    """Class indices (int64) of a target column, or its values standardized (float32)."""
+    if target["task"] == "regression":
+        numbers = numeric_column(values, target["name"]).to_numpy()
+        return ((numbers - target["mean"]) / target["std"]).astype(np.float32)
     return indices(values.map(category), {"vocabulary": target["class_names"]})

@@ -2,6 +2,7 @@
 the shapes the networks are built for. A datamodule on this base writes only `read()`."""
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytorch_lightning as pl
@@ -42,6 +43,8 @@ class ContractDataModule(pl.LightningDataModule):
         super().__init__()
         self.save_hyperparameters(logger=False)
         self.contract: dict | None = None
+        # The contract of a trained model, to evaluate it on other data: see `fitted`.
+        self.trained_contract: dict | None = None
         self.splits: dict[str, Dataset] = {}
         # Each split's positions among all samples, in the order its dataset holds them.
         self.indices: dict[str, np.ndarray] = {}
@@ -54,6 +57,11 @@ class ContractDataModule(pl.LightningDataModule):
         if self.contract is None:
             self.splits, self.contract = self.read()
             self.check_shapes()
+
+    def fitted(self, part: str, fit: Callable[[], dict]) -> dict:
+        """The contract's `part` ("preprocessing" or "target"): fitted now on the training split,
+        or the trained model's, which must prepare other data exactly as it was trained on."""
+        return self.trained_contract[part] if self.trained_contract else fit()
 
     def split(self, count: int) -> dict[str, np.ndarray]:
         """Random positions of the train, val and test samples among `count`."""

@@ -29,7 +29,9 @@ class DigitsDataModule(ContractDataModule):
         images = digits.images.astype(np.float32)[:, None]
         labels = torch.from_numpy(digits.target).long()
         indices = self.split(len(images))
-        stats = normalization(pixel_moments(images[indices["train"]]))
+        stats = self.fitted(
+            "preprocessing", lambda: normalization(pixel_moments(images[indices["train"]]))
+        )
         target = classification_target([str(digit) for digit in range(10)])
         contract = image_contract(1, 8, [0, 16], stats, target)
         inputs = torch.from_numpy(normalize(images, contract["preprocessing"]))

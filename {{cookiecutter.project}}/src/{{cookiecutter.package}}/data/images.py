@@ -135,10 +135,17 @@ class ImagesDataModule(ContractDataModule):
                 f"{wrong}; pass data.root=<folder with a subfolder of images per class>"
             )
         groups = find_images(Path(root))
-        class_names = sorted(next(iter(groups.values())))
+        folders = sorted(next(iter(groups.values())))
+        target = self.fitted("target", lambda: classification_target(folders))
+        class_names = target["class_names"]
         if len(class_names) < 2:
             raise UserError(
                 f"{root} holds one class folder ({class_names[0]}); a classifier needs two"
+            )
+        unknown = sorted(set(folders) - set(class_names))
+        if unknown:
+            raise UserError(
+                f"{Path(root) / unknown[0]} is not a class of the model ({', '.join(class_names)})"
             )
         # (group, file, class index) of every image; its group is "all" or the split it is in.
         samples = [
@@ -147,7 +154,11 @@ class ImagesDataModule(ContractDataModule):
             for label, name in enumerate(class_names)
             for file in classes.get(name, [])
         ]
-        channels, size = self.hparams.channels, self.hparams.image_size
+        # A trained model's own size and channels, when it is evaluated on these images.
+        shape = self.fitted(
+            "input", lambda: {"shape": [self.hparams.channels, self.hparams.image_size]}
+        )
+        channels, size = shape["shape"][:2]
         # Files hold 0..255; the model sees them as 0..1 before normalization.
         preprocessing = {"channels": channels, "image_size": size, "value_range": [0, 1]}
         moments = self.check_files([file for _, file, _ in samples], preprocessing)
@@ -158,8 +169,10 @@ class ImagesDataModule(ContractDataModule):
         else:
             groups = np.array([group for group, _, _ in samples])
             self.indices = {name: np.flatnonzero(groups == name) for name in SPLITS}
-        stats = normalization(sum(moments[index] for index in self.indices["train"]))
-        target = classification_target(class_names)
+        stats = self.fitted(
+            "preprocessing",
+            lambda: normalization(sum(moments[index] for index in self.indices["train"])),
+        )
         contract = image_contract(channels, size, preprocessing["value_range"], stats, target)
         splits = {
             name: ImageFiles(

@@ -19,8 +19,9 @@ from .loaders import InMemoryDataset
 
 class TableDataModule(ContractDataModule):
     """Rows of a table as feature vectors: numeric columns standardized, categorical ones
-    one-hot encoded, missing values imputed, all from the training split. Tables are small:
-    the encoded rows are held in memory and batches sliced."""
+    one-hot encoded, missing values imputed, all from the training split. The target is class
+    labels or a number (regression, standardized). Tables are small: the encoded rows are held
+    in memory and batches sliced."""
 
     def __init__(
         self,
@@ -28,6 +29,8 @@ class TableDataModule(ContractDataModule):
         target: str | None = None,
         features: list[str] | None = None,
         categorical: list[str] | None = None,
+        task: str | None = None,
+        units: str | None = None,
         **common,
     ):
         super().__init__(**common)
@@ -49,9 +52,17 @@ class TableDataModule(ContractDataModule):
         if unused:
             raise UserError(f"data.categorical names {unused[0]!r}, which is not in data.features")
 
-        target_spec = fit_target(frame[target], target)
         indices = self.split(len(frame))
-        preprocessing = fit_table(frame.iloc[indices["train"]], features, categorical)
+        train = indices["train"]
+        target_spec = self.fitted(
+            "target",
+            lambda: fit_target(
+                frame[target], target, self.hparams.task, self.hparams.units, train
+            ),
+        )
+        preprocessing = self.fitted(
+            "preprocessing", lambda: fit_table(frame.iloc[train], features, categorical)
+        )
         inputs = torch.tensor(encode_table(frame, preprocessing, str(path)))
         targets = torch.tensor(encode_target(frame[target], target_spec))
         splits = {

@@ -11,29 +11,21 @@ from ..files import sha256
 from ..onnx_session import INPUT_NAME, OUTPUT_NAME
 
 
-def manifest(
-    files: dict[str, Path], samples: torch.Tensor, datamodule, opset: int, checkpoint: Path
-) -> dict:
-    """What a runtime needs to feed the artifacts: input, normalization, classes, checksums."""
-    stats = datamodule.contract["preprocessing"]
-    mean, std = (torch.tensor(stats[key]).view(-1, 1, 1) for key in ("mean", "std"))
-    raw = samples * std + mean  # the values as stored, before normalization
+def manifest(files: dict[str, Path], contract: dict, opset: int, checkpoint: Path) -> dict:
+    """What a runtime needs to feed the artifacts and read their outputs: the data contract of
+    training (the input, its preprocessing, the task and its target: class names, or the target's
+    name, units and standardization), the opset and checksums."""
     return {
         "formats": {name: {"file": p.name, "sha256": sha256(p)} for name, p in files.items()},
+        "task": contract["target"]["task"],
         "input": {
             "name": INPUT_NAME,
-            "shape": ["batch", *samples.shape[1:]],
-            "dtype": str(samples.dtype).removeprefix("torch."),
-            # What raw inputs range over; image files (0..255) are mapped onto it.
-            "value_range": [round(raw.min().item(), 4), round(raw.max().item(), 4)],
+            **contract["input"],
+            "shape": ["batch", *contract["input"]["shape"]],
         },
-        "output": {"name": OUTPUT_NAME, "classes": len(datamodule.class_names)},
-        "normalization": {
-            "mean": stats["mean"],
-            "std": stats["std"],
-            "applied_as": "(x - mean) / std",
-        },
-        "class_names": list(datamodule.class_names),
+        "preprocessing": contract["preprocessing"],
+        "output": {"name": OUTPUT_NAME},
+        "target": contract["target"],
         "opset": opset if "onnx" in files else None,
         "checkpoint": {"path": str(checkpoint), "sha256": sha256(checkpoint)},
         "versions": {

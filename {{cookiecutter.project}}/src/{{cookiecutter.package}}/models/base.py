@@ -1,8 +1,11 @@
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from torch import nn
+from torchmetrics import MaxMetric, Metric, MinMetric
 
 from ..builders import build_partial
+from ..console import UserError
 from ..records import is_logging_step
 
 
@@ -22,6 +25,10 @@ class NetModule(pl.LightningModule):
     compiled in place, so parameter names, checkpoints and exports are the same as without it.
     """
 
+    # Validation metrics whose best value so far is logged as `<name>_best`, and which way is
+    # better; the monitored metric is always one of them (sweeps optimize `<monitor>_best`).
+    tracked: dict[str, str] = {}
+
     def __init__(
         self,
         net: dict,
@@ -34,6 +41,13 @@ class NetModule(pl.LightningModule):
         super().__init__()
         self.save_hyperparameters(logger=False)  # with the subclass's own arguments
         self.net = instantiate(net)
+        self.best_of = {**self.tracked, monitor: mode}
+        # Saved in checkpoints, so that a resumed run remembers the best epoch before it.
+        self.bests = nn.ModuleList(
+            MaxMetric() if way == "max" else MinMetric() for way in self.best_of.values()
+        )
+        for best in self.bests:
+            best.persistent(True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -41,6 +55,23 @@ class NetModule(pl.LightningModule):
     def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         """The loss and the network's outputs for a batch; updates the metrics of `stage`."""
         raise NotImplementedError
+
+    def log_validation(self, metrics: dict[str, Metric | torch.Tensor]) -> None:
+        """Logs the epoch's validation metrics (epoch means over every sample of every DDP rank)
+        and, after the sanity check, `<name>_best` of each tracked one."""
+        self.log_dict(metrics, prog_bar=True)
+        if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
+            return
+        for name, best in zip(self.best_of, self.bests, strict=True):
+            if name not in metrics:
+                raise UserError(
+                    f"model.monitor={name} is not a metric the model logs; "
+                    f"choose one of {', '.join(metrics)}"
+                )
+            value = metrics[name]
+            best.update(value.compute() if isinstance(value, Metric) else value)
+            # The same value on every rank (the metric is synchronized): the mean keeps it.
+            self.log(f"{name}_best", best.compute(), prog_bar=True, sync_dist=True)
 
     def setup(self, stage: str):
         # Only for fitting: eval and export rebuild the model from its checkpoint, eager.

@@ -1,6 +1,6 @@
 import torch
 import torch.nn.functional as F
-from torchmetrics import MaxMetric, MeanMetric
+from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from .base import NetModule
@@ -10,6 +10,7 @@ class Classifier(NetModule):
     """Trains any network that maps a batch of inputs to class logits (see NetModule)."""
 
     task = "classification"
+    tracked = {"val/acc": "max"}
 
     def __init__(
         self,
@@ -27,9 +28,6 @@ class Classifier(NetModule):
         self.test_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
         self.val_loss = MeanMetric()
         self.test_loss = MeanMetric()
-        # Saved in checkpoints, so that a resumed run remembers the best epoch before it.
-        self.val_acc_best = MaxMetric()
-        self.val_acc_best.persistent(True)
 
     def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
@@ -56,13 +54,7 @@ class Classifier(NetModule):
         self.log("train/acc", accuracy, prog_bar=True, sync_dist=True)
 
     def on_validation_epoch_end(self):
-        # Epoch means over every sample of every DDP rank, however unevenly the ranks are filled.
-        self.log_dict({"val/loss": self.val_loss, "val/acc": self.val_acc}, prog_bar=True)
-        if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
-            return
-        self.val_acc_best.update(self.val_acc.compute())
-        # The same value on every rank (val/acc is synchronized): the mean over ranks keeps it.
-        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True, sync_dist=True)
+        self.log_validation({"val/loss": self.val_loss, "val/acc": self.val_acc})
 
     def on_test_epoch_end(self):
         self.log_dict({"test/loss": self.test_loss, "test/acc": self.test_acc})

@@ -1,8 +1,10 @@
 import torch
 import torch.nn.functional as F
-from torchmetrics import MaxMetric, MeanAbsoluteError, MeanMetric, MeanSquaredError, R2Score
+from torchmetrics import MeanAbsoluteError, MeanMetric, MeanSquaredError, R2Score
 
 from .base import NetModule
+
+METRICS = ("loss", "mae", "rmse", "r2")
 
 
 class Regressor(NetModule):
@@ -14,6 +16,7 @@ class Regressor(NetModule):
     """
 
     task = "regression"
+    tracked = {"val/r2": "max"}
 
     def __init__(
         self,
@@ -27,14 +30,11 @@ class Regressor(NetModule):
         super().__init__(net, optimizer, scheduler, compile, monitor, mode)
         self.register_buffer("target_mean", torch.zeros(()))
         self.register_buffer("target_std", torch.ones(()))
-        for stage in ("val", "test"):
+        for stage in ("val", "test"):  # in the target's units, but the loss
             setattr(self, f"{stage}_loss", MeanMetric())
             setattr(self, f"{stage}_mae", MeanAbsoluteError())
             setattr(self, f"{stage}_rmse", MeanSquaredError(squared=False))
             setattr(self, f"{stage}_r2", R2Score())
-        # Saved in checkpoints, so that a resumed run remembers the best epoch before it.
-        self.val_r2_best = MaxMetric()
-        self.val_r2_best.persistent(True)
 
     def setup(self, stage: str):
         super().setup(stage)
@@ -53,25 +53,18 @@ class Regressor(NetModule):
         predicted, true = self.to_units(prediction.detach()), self.to_units(y)
         if stage != "train":
             getattr(self, f"{stage}_loss").update(loss, weight=len(y))
-            for name in ("mae", "rmse", "r2"):
+            for name in METRICS[1:]:
                 getattr(self, f"{stage}_{name}").update(predicted, true)
         return loss, predicted
 
-    def _log_stage(self, stage: str, prog_bar: bool = False) -> None:
-        names = ("loss", "mae", "rmse", "r2")
-        metrics = {f"{stage}/{name}": getattr(self, f"{stage}_{name}") for name in names}
-        self.log_dict(metrics, prog_bar=prog_bar)
+    def stage_metrics(self, stage: str) -> dict:
+        return {f"{stage}/{name}": getattr(self, f"{stage}_{name}") for name in METRICS}
 
     def on_validation_epoch_end(self):
-        self._log_stage("val", prog_bar=True)
-        if self.trainer.sanity_checking:  # a few batches on untrained or just restored weights
-            return
-        self.val_r2_best.update(self.val_r2.compute())
-        # The same value on every rank (val/r2 is synchronized): the mean over ranks keeps it.
-        self.log("val/r2_best", self.val_r2_best.compute(), prog_bar=True, sync_dist=True)
+        self.log_validation(self.stage_metrics("val"))
 
     def on_test_epoch_end(self):
-        self._log_stage("test")
+        self.log_dict(self.stage_metrics("test"))
 
     def predict_step(self, batch, batch_idx):
         x = batch[0] if isinstance(batch, list | tuple) else batch

@@ -113,7 +113,7 @@ def export(cfg: DictConfig) -> dict:
         raise UserError(
             f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
         )
-    manifest = report.manifest(files, samples, datamodule, cfg.opset, Path(cfg.ckpt_path))
+    manifest = report.manifest(files, datamodule.contract, cfg.opset, Path(cfg.ckpt_path))
     save_json(staging / "manifest.json", manifest)
     move_files(staging, destination, [*written, "report.json", "manifest.json"], stale)
     staging.rmdir()

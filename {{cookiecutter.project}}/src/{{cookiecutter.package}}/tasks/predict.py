@@ -1,10 +1,11 @@
-"""Predict: the classes of raw samples, images or folders of images, with onnxruntime, no torch."""
+"""Predict: classes or values of raw samples, image files or table rows, with onnxruntime and
+without torch."""
 
 from pathlib import Path
 
 from ..console import UserError, format_table
 from ..files import save_json
-from ..inference import classify, load_export, non_finite, read_inputs
+from ..inference import load_export, non_finite, predictions, read_inputs
 
 INVALID = {"error", "mark"}
 
@@ -16,23 +17,33 @@ def source_name(source: dict) -> str:
 def table_row(prediction: dict) -> list[str]:
     if "invalid" in prediction:
         return [source_name(prediction), "-", prediction["invalid"]]
+    if "value" in prediction:
+        return [source_name(prediction), f"{prediction['value']:.6g}"]
     return [source_name(prediction), prediction["class"], f"{prediction['probability']:.4f}"]
 
 
-def predict(cfg) -> list[dict]:
-    """Classifies every sample of `cfg.input`, prints a table and writes predictions.json."""
+def check_options(cfg) -> None:
     if not cfg.get("model_path") or not cfg.get("input"):
-        raise UserError("predict needs model=<export dir> and input=<.npy file, image or folder>")
+        raise UserError(
+            "predict needs model=<export dir> and input=<.npy, .csv or .parquet file, image or "
+            "folder>"
+        )
     if cfg.invalid_inputs not in INVALID:
         raise UserError(f"invalid_inputs={cfg.invalid_inputs!r}: choose error or mark")
-    output = Path(cfg.output_dir) / "predictions.json"
+    if type(cfg.top_k) is not int or cfg.top_k < 1:
+        raise UserError(f"top_k={cfg.top_k} must be a whole number of at least 1")
     if Path(cfg.output_dir).is_file():
         raise UserError(
             f"output_dir={cfg.output_dir} is a file; pass a folder for predictions.json"
         )
+
+
+def predict(cfg) -> list[dict]:
+    """Predicts every sample of `cfg.input`, prints a table and writes predictions.json."""
+    check_options(cfg)
     session, manifest = load_export(Path(cfg.model_path))
-    raw, sources = read_inputs(Path(cfg.input), manifest["input"])
-    invalid = non_finite(raw)
+    inputs, sources = read_inputs(Path(cfg.input), manifest)
+    invalid = non_finite(inputs)
     if invalid.any() and cfg.invalid_inputs == "error":
         names = [source_name(source) for source, bad in zip(sources, invalid, strict=True) if bad]
         raise UserError(
@@ -40,11 +51,13 @@ def predict(cfg) -> list[dict]:
             f"{', ...' if len(names) > 3 else ''}); fix them, or pass invalid_inputs=mark to "
             "predict the others"
         )
-    results = iter(classify(session, manifest, raw[~invalid]))
-    predictions = [
+    results = iter(predictions(session, manifest, inputs[~invalid], cfg.top_k))
+    predicted = [
         source | ({"invalid": "NaN or infinite values"} if bad else next(results))
         for source, bad in zip(sources, invalid, strict=True)
     ]
-    print(format_table(["input", "class", "probability"], [table_row(p) for p in predictions]))
-    save_json(output, {"model": str(cfg.model_path), "predictions": predictions})
-    return predictions
+    columns = ["value"] if manifest["task"] == "regression" else ["class", "probability"]
+    print(format_table(["input", *columns], [table_row(p) for p in predicted]))
+    output = {"model": str(cfg.model_path), "task": manifest["task"], "predictions": predicted}
+    save_json(Path(cfg.output_dir) / "predictions.json", output)
+    return predicted

@@ -35,7 +35,7 @@ def train(cfg: DictConfig) -> float | None:
     if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
         return run_job_in_subprocess(cfg.optimized_metric)
     datamodule = build_datamodule(cfg)
-    model = build_model(cfg)
+    model = build_model(cfg, datamodule)
     if ckpt_path:  # before Lightning's own loading: one line for weights of another model
         check_fits(model, load_checkpoint(ckpt_path)["state_dict"], ckpt_path)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
