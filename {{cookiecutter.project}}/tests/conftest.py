@@ -41,6 +41,10 @@ def pytest_addoption(parser):
 def pytest_generate_tests(metafunc):
     if "data_name" in metafunc.fixturenames:
         metafunc.parametrize("data_name", metafunc.config.getoption("data") or SHIPPED_DATA)
+    # The whole pipeline, for each data config and, on the example table, a regression too.
+    if "case" in metafunc.fixturenames:
+        cases = metafunc.config.getoption("data") or [*SHIPPED_DATA, "table+regressor"]
+        metafunc.parametrize("case", cases)
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
@@ -59,15 +63,21 @@ def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True
 
 
 def start_cli(
-    script: str, *overrides: str, cwd=ROOT, env: dict | None = None, launcher=(), **popen
+    script: str,
+    *overrides: str,
+    root=ROOT,
+    cwd=None,
+    env: dict | None = None,
+    launcher=(),
+    **popen,
 ):
-    """Starts `python [launcher] <script> <overrides>` from the project root, as a user would;
+    """Starts `python [launcher] <script> <overrides>` from the project `root`, as a user would;
     e.g. launcher=("-m", "torch.distributed.run", "--nproc_per_node=2") for torchrun. `env` adds
     variables to this process's; None removes one."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})}
+    env = {**os.environ, "PYTHONPATH": str(root / "src"), **(env or {})}
     return subprocess.Popen(
-        [sys.executable, *launcher, str(ROOT / script), *overrides],
-        cwd=cwd,
+        [sys.executable, *launcher, str(root / script), *overrides],
+        cwd=cwd or root,
         env={name: value for name, value in env.items() if value is not None},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -142,6 +152,7 @@ def example_data(tmp_path_factory) -> dict[str, Path]:
         "images": folder / "images",
         "breast_cancer": folder / "tables" / "breast_cancer.csv",
         "wine": folder / "tables" / "wine.csv",
+        "diabetes": folder / "tables" / "diabetes.csv",
     }
 
 
@@ -156,9 +167,14 @@ def data_overrides(request, data_name) -> list[str]:
 
 
 def example_overrides(data_name: str, paths: dict[str, Path]) -> list[str]:
-    """What a shipped data config needs to read the example data."""
+    """What a shipped data config (or data+model case) needs to read the example data."""
     return {
         "digits": [],
         "images": [f"data.root={paths['images']}"],
         "table": [f"data.path={paths['breast_cancer']}", "data.target=diagnosis"],
+        "table+regressor": [
+            f"data.path={paths['diabetes']}",
+            "data.target=progression",
+            "model=regressor",
+        ],
     }[data_name]

@@ -1,0 +1,162 @@
+"""A LightningModule of the user's own, written in the two files the README names, trains,
+evaluates and exports without any other file changing; a checkpoint naming a module that no
+setting allows is refused in one line, and allowed by configuration, never by the checkpoint."""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from conftest import ALLOWED, QUIET, ROOT, error_lines, run_cli
+
+PACKAGE = "{{ cookiecutter.package }}"
+# A module unlike the project's: no shared base, its own training step and metric names.
+MODULE = '''"""Multinomial logistic regression with an L2 penalty, judged by its error rate."""
+
+import pytorch_lightning as pl
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torchmetrics.classification import MulticlassAccuracy
+
+
+class TinyModule(pl.LightningModule):
+    def __init__(self, in_features, num_classes, lr=0.1, penalty=1e-4, monitor="val/error",
+                 mode="min"):
+        super().__init__()
+        self.linear = nn.Linear(in_features, num_classes)
+        self.lr, self.penalty = lr, penalty
+        self.accuracy = nn.ModuleDict(
+            {stage: MulticlassAccuracy(num_classes, average="micro") for stage in ("val", "test")}
+        )
+
+    def forward(self, x):
+        return self.linear(x.flatten(1))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y) + self.penalty * self.linear.weight.square().sum()
+        self.log("train/penalized_loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        self.accuracy["val"].update(self(batch[0]), batch[1])
+
+    def test_step(self, batch, batch_idx):
+        self.accuracy["test"].update(self(batch[0]), batch[1])
+
+    def on_validation_epoch_end(self):
+        self.log("val/error", 1 - self.accuracy["val"].compute())
+        self.accuracy["val"].reset()
+
+    def on_test_epoch_end(self):
+        self.log("test/error", 1 - self.accuracy["test"].compute())
+        self.accuracy["test"].reset()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
+'''
+CONFIG = (
+    f"_target_: {PACKAGE}.models.tiny.TinyModule\n"
+    + """in_features: ${data.num_features}
+num_classes: ${data.num_classes}
+lr: 0.1
+# What checkpoints, early stopping and sweeps watch, and which way is better.
+monitor: val/error
+mode: min
+"""
+)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    """A copy of the project with the user's two files added, and the checksum of every other
+    file, which nothing may change."""
+    copy = tmp_path_factory.mktemp("own") / "project"
+    for name in ("src", "configs", "train.py", "eval.py", "export.py", "predict.py"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, copy / name)
+    (copy / "src" / PACKAGE / "models" / "tiny.py").write_text(MODULE)
+    (copy / "configs" / "model" / "tiny.yaml").write_text(CONFIG)
+    return copy
+
+
+def cli(project, script, *overrides):
+    return run_cli(script, *overrides, root=project)
+
+
+@pytest.mark.slow  # a training run, an evaluation and an export, each its own process
+def test_an_own_module_trains_evaluates_and_exports(project, tmp_path):
+    runs = tmp_path / "runs"
+    trained = cli(
+        project,
+        "train.py",
+        *QUIET,
+        "model=tiny",
+        "trainer.max_epochs=3",
+        f"hydra.run.dir={runs / 'train'}",
+    )
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    metrics = json.loads((runs / "train" / "metrics.json").read_text())
+    assert metrics["test/error"] < 0.2 and metrics["val/error"] < 0.2
+    best = runs / "train" / "checkpoints" / "best.ckpt"
+    recorded = torch.load(best, weights_only=True)["config"]["model"]["_target_"]
+    assert recorded == f"{PACKAGE}.models.tiny.TinyModule"
+
+    evaluated = cli(
+        project, "eval.py", *QUIET[:1], f"ckpt_path={best}", f"hydra.run.dir={runs / 'eval'}"
+    )
+    assert evaluated.returncode == 0, evaluated.stderr[-3000:]
+    eval_metrics = json.loads((runs / "eval" / "metrics.json").read_text())
+    assert eval_metrics["test/error"] == pytest.approx(metrics["test/error"], abs=1e-6)
+
+    exported = cli(
+        project,
+        "export.py",
+        f"ckpt_path={best}",
+        "formats=[onnx]",
+        "latency.repeats=3",
+        f"hydra.run.dir={runs / 'export'}",
+    )
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    assert json.loads((runs / "export" / "report.json").read_text())["passed"]
+    np.save(tmp_path / "digits.npy", np.zeros((2, 8, 8), dtype=np.float32))
+    predicted = cli(
+        project,
+        "predict.py",
+        f"model={runs / 'export'}",
+        f"input={tmp_path / 'digits.npy'}",
+        f"hydra.run.dir={runs / 'predict'}",
+    )
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+
+
+@pytest.mark.slow  # two evaluations, each its own process
+def test_a_module_no_setting_allows_is_refused_until_configured(project, trained_run, tmp_path):
+    # The user's module placed outside the allowed modules, and a checkpoint that names it.
+    elsewhere = project / "src" / PACKAGE / "experimental"
+    elsewhere.mkdir()
+    shutil.copy(project / "src" / PACKAGE / "models" / "nets.py", elsewhere / "nets.py")
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    target = f"{PACKAGE}.experimental.nets.SmallCNN"
+    checkpoint["config"]["model"]["net"]["_target_"] = target
+    torch.save(checkpoint, tmp_path / "elsewhere.ckpt")
+    overrides = [*QUIET[:1], f"ckpt_path={tmp_path / 'elsewhere.ckpt'}"]
+
+    refused = cli(project, "eval.py", *overrides, f"hydra.run.dir={tmp_path / 'refused'}")
+    assert refused.returncode == 1
+    assert error_lines(refused) == [
+        f"error: refusing {tmp_path / 'elsewhere.ckpt'}: config.model.net._target_ is "
+        f"'{target}', not a class of an allowed module; if you trust this checkpoint, add its "
+        f"module to allowed_targets in configs/allowed_targets.yaml (now: {', '.join(ALLOWED)})"
+    ]
+    assert "Traceback" not in refused.stderr
+
+    allowed = f"allowed_targets=[{','.join([*ALLOWED, f'{PACKAGE}.experimental'])}]"
+    accepted = cli(project, "eval.py", *overrides, allowed, f"hydra.run.dir={tmp_path / 'ok'}")
+    assert accepted.returncode == 0, accepted.stderr[-3000:]
+    assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["test/acc"] > 0.9
