@@ -19,6 +19,16 @@ CONFIGS = ROOT / "configs"
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 # CSV logging and no progress bars or summaries: quiet, fast runs with real log files.
 QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_model_summary=false"]
+# Run lengths the tests share: a few batches of each split per epoch, enough to learn a little;
+# and one tiny epoch, for tests of the machinery rather than of learning.
+FEW_BATCHES = ["+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
+SHORT = ["trainer.max_epochs=2", *FEW_BATCHES]
+TINY = [
+    "trainer.max_epochs=1",
+    "+trainer.limit_train_batches=3",
+    "+trainer.limit_val_batches=2",
+    "test=false",
+]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 # What eval and export may rebuild from a checkpoint, as users have it.
@@ -42,9 +52,9 @@ def pytest_generate_tests(metafunc):
     if "data_name" in metafunc.fixturenames:
         metafunc.parametrize("data_name", metafunc.config.getoption("data") or SHIPPED_DATA)
     # The whole pipeline, for each data config and, on the example table, a regression too.
-    if "case" in metafunc.fixturenames:
+    if "pipeline_case" in metafunc.fixturenames:
         cases = metafunc.config.getoption("data") or [*SHIPPED_DATA, "table+regressor"]
-        metafunc.parametrize("case", cases)
+        metafunc.parametrize("pipeline_case", cases)
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:

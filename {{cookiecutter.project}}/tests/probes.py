@@ -1,5 +1,6 @@
-"""Test-only callbacks, passed to the real CLI as `+callbacks.<name>._target_=probes.<Class>`
-with this folder on PYTHONPATH, and a network defined outside the project."""
+"""Test-only callbacks, used in process or passed to the real CLI as
+`+callbacks.<name>._target_=probes.<Class>` with this folder on PYTHONPATH, and a network
+defined outside the project."""
 
 import json
 from pathlib import Path
@@ -65,3 +66,16 @@ class PoisonWeights(pl.Callback):
 
 class SameCNN(SmallCNN):
     """The example network under a name outside the project: a user's own network."""
+
+
+class ModeProbe(pl.Callback):
+    """Records train/eval mode of every module where Lightning should have switched it."""
+
+    def __init__(self):
+        self.during_validation, self.during_training = set(), set()
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
+        self.during_validation |= {module.training for module in pl_module.modules()}
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        self.during_training |= {module.training for module in pl_module.modules()}

@@ -66,3 +66,19 @@ def test_eval_config_composes(tmp_path):
 def test_mlp_is_selectable(tmp_path):
     cfg = compose_config("train", tmp_path, ["model/net=mlp"])
     assert type(build_model(cfg).net).__name__ == "MLP"
+
+
+def test_the_default_trainer_declares_strategy_and_num_nodes(tmp_path):
+    # Overridable without '+': python train.py trainer.strategy=ddp trainer.devices=2
+    overrides = ["trainer.strategy=ddp", "trainer.devices=2", "trainer.num_nodes=1"]
+    trainer = compose_config("train", tmp_path, overrides).trainer
+    assert (trainer.strategy, trainer.devices, trainer.num_nodes) == ("ddp", 2, 1)
+
+
+def test_network_shapes_come_from_the_data_config(tmp_path):
+    cfg = compose_config("train", tmp_path)
+    assert cfg.model.net.in_channels == cfg.data.channels
+    assert cfg.model.net.image_size == cfg.data.image_size
+    assert cfg.model.num_classes == cfg.data.num_classes
+    mlp = compose_config("train", tmp_path, ["model/net=mlp"]).model.net
+    assert mlp.in_features == cfg.data.num_features

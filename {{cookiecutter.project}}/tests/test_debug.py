@@ -2,11 +2,9 @@
 
 import json
 
-from conftest import compose_config
+from conftest import FEW_BATCHES, compose_config
 
 from {{ cookiecutter.package }}.tasks.train import train
-
-FEW_BATCHES = ["+trainer.limit_train_batches=6", "+trainer.limit_val_batches=1", "test=false"]
 
 
 def test_overfit_drives_the_training_loss_near_zero(tmp_path):
@@ -15,12 +13,12 @@ def test_overfit_drives_the_training_loss_near_zero(tmp_path):
 
 
 def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
-    train(compose_config("train", tmp_path, ["debug=profiler", *FEW_BATCHES]))
+    train(compose_config("train", tmp_path, ["debug=profiler", *FEW_BATCHES, "test=false"]))
     assert "run_training_batch" in (tmp_path / "fit-profile.txt").read_text()
 
 
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
-    train(compose_config("train", tmp_path, ["debug=profiler_torch", *FEW_BATCHES]))
+    train(compose_config("train", tmp_path, ["debug=profiler_torch", *FEW_BATCHES, "test=false"]))
     (trace,) = (tmp_path / "profiler").glob("*training_step*.pt.trace.json")
     assert json.loads(trace.read_text())["traceEvents"]
     assert (tmp_path / "profiler" / "fit-profile.txt").is_file()

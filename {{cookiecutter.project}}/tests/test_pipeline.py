@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ALLOWED, FAST_LATENCY, compose_config, example_overrides
+from conftest import ALLOWED, FAST_LATENCY, SHORT, compose_config, example_overrides
 
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
@@ -22,9 +22,6 @@ from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.export import export
 from {{ cookiecutter.package }}.tasks.predict import predict
 from {{ cookiecutter.package }}.tasks.train import train
-
-# Two short epochs: enough for every piece to run, with the whole test split evaluated.
-SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=5", "+trainer.limit_val_batches=3"]
 
 
 def read(path: Path) -> dict:
@@ -74,8 +71,8 @@ def assert_predictions_score_like_eval(predictions, targets, target: dict, evalu
         assert np.mean(hits) == pytest.approx(evaluated["test/acc"], abs=1e-6)
 
 
-def test_train_resume_eval_export_and_predict_agree(case, request, tmp_path):
-    overrides = case_overrides(case, request)
+def test_train_resume_eval_export_and_predict_agree(pipeline_case, request, tmp_path):
+    overrides = case_overrides(pipeline_case, request)
     train(compose_config("train", tmp_path / "train", [*overrides, *SHORT]))
     checkpoints = tmp_path / "train" / "checkpoints"
     best = checkpoints / "best.ckpt"

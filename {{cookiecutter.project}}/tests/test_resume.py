@@ -10,7 +10,16 @@ import time
 
 import pytest
 import torch
-from conftest import QUIET, ROOT, compose_config, error_lines, run_cli, start_cli, stop_at_epoch
+from conftest import (
+    FEW_BATCHES,
+    QUIET,
+    ROOT,
+    compose_config,
+    error_lines,
+    run_cli,
+    start_cli,
+    stop_at_epoch,
+)
 
 from {{ cookiecutter.package }}.checkpoints import (
     load_checkpoint,
@@ -19,7 +28,7 @@ from {{ cookiecutter.package }}.checkpoints import (
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.train import train
 
-SHORT = ["trainer.max_epochs=3", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
+THREE_EPOCHS = [*FEW_BATCHES, "trainer.max_epochs=3"]
 
 
 def test_resume_path_prefers_ckpt_path_then_the_runs_own_last_checkpoint(trained_run, tmp_path):
@@ -158,7 +167,7 @@ def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, log_
     poison = ["+callbacks.poison._target_=probes.PoisonWeights", "+callbacks.poison.step=8"]
     logging = [f"trainer.log_every_n_steps={log_every_n_steps}"]
     with pytest.raises(UserError, match=r"train/loss is NaN or infinite at step 8 \(epoch 1\)"):
-        train(compose_config("train", tmp_path, [*SHORT, *poison, *logging]))
+        train(compose_config("train", tmp_path, [*THREE_EPOCHS, *poison, *logging]))
     last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert last["epoch"] == 0
     assert all(

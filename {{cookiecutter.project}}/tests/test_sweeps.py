@@ -4,16 +4,10 @@ import json
 
 import pytest
 import yaml
-from conftest import QUIET, run_cli
+from conftest import QUIET, TINY, run_cli
 
-# One tiny epoch per job: these tests are about the sweep machinery, not about learning.
-TINY = [
-    *QUIET[1:],
-    "trainer.max_epochs=1",
-    "+trainer.limit_train_batches=3",
-    "+trainer.limit_val_batches=2",
-    "test=false",
-]
+# One tiny epoch per job, quiet: these tests are about the sweep machinery, not about learning.
+JOB = [*QUIET[1:], *TINY]
 SECRET = "0123456789abcdef0123456789abcdef01234567"
 
 
@@ -24,7 +18,7 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
         "logger=csv",
-        *TINY,
+        *JOB,
         f"hydra.sweep.dir={tmp_path}",
     )
     assert result.returncode == 0, result.stderr[-3000:]
@@ -54,7 +48,7 @@ def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_p
         "-m",
         "model.optimizer.lr=0.001,0.01",
         "logger=[csv,wandb]",
-        *TINY,
+        *JOB,
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]

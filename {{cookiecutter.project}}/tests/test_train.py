@@ -2,18 +2,17 @@
 
 import json
 
+import probes
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import compose_config
+from conftest import SHORT, compose_config
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
 from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.train import train
-
-SHORT = ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
 
 
 def read_metrics(run_dir):
@@ -62,10 +61,19 @@ def test_training_without_a_logger_still_writes_its_results(tmp_path):
 
 
 def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
-    cfg = compose_config("train", tmp_path, [*SHORT[:2], "+trainer.limit_val_batches=0"])
+    cfg = compose_config(
+        "train",
+        tmp_path,
+        ["trainer.max_epochs=2", "+trainer.limit_train_batches=6", "+trainer.limit_val_batches=0"],
+    )
     with pytest.raises(UserError, match="turns validation off.*add ~callbacks.early_stopping"):
         build_trainer(cfg)
-    overrides = [*SHORT[:2], "+trainer.limit_val_batches=0", "~callbacks.early_stopping"]
+    overrides = [
+        "trainer.max_epochs=2",
+        "+trainer.limit_train_batches=6",
+        "+trainer.limit_val_batches=0",
+        "~callbacks.early_stopping",
+    ]
     train(compose_config("train", tmp_path, overrides))
     assert read_metrics(tmp_path)["best_model_path"] == ""  # nothing to choose the best by
 
@@ -116,19 +124,6 @@ def test_same_seed_gives_identical_metrics(tmp_path):
     assert first == second
 
 
-class ModeProbe(pl.Callback):
-    """Records train/eval mode of every module where Lightning should have switched it."""
-
-    def __init__(self):
-        self.during_validation, self.during_training = set(), set()
-
-    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0):
-        self.during_validation |= {module.training for module in pl_module.modules()}
-
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.during_training |= {module.training for module in pl_module.modules()}
-
-
 def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_path):
     from {{ cookiecutter.package }}.builders import (
         build_datamodule,
@@ -136,7 +131,7 @@ def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_pat
     )
 
     cfg = compose_config("train", tmp_path, SHORT)
-    model, probe = build_model(cfg), ModeProbe()
+    model, probe = build_model(cfg), probes.ModeProbe()
     trainer = pl.Trainer(
         max_epochs=2,
         limit_train_batches=3,
