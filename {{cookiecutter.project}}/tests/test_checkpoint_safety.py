@@ -131,13 +131,15 @@ def test_a_checkpoint_naming_code_is_refused_by_eval_export_and_resume(
         assert not (tmp_path / name).exists()
 
 
-def test_the_cli_names_the_refused_target_in_one_line(trained_run, tmp_path):
+@pytest.mark.slow  # three processes that each import torch and Lightning
+@pytest.mark.parametrize("script", ["eval.py", "export.py", "train.py"])
+def test_the_cli_names_the_refused_target_in_one_line(script, trained_run, tmp_path):
     victim = tmp_path / "results.txt"
     victim.write_text(VICTIM)
     real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
     torch.save(hostile(real, "file-write", victim), tmp_path / "hostile.ckpt")
     result = run_cli(
-        "eval.py", f"ckpt_path={tmp_path / 'hostile.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}"
+        script, f"ckpt_path={tmp_path / 'hostile.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}"
     )
     assert result.returncode == 1
     assert result.stderr.strip().splitlines()[-1] == (

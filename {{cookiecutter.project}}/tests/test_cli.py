@@ -47,6 +47,10 @@ def test_config_only_commands_do_not_import_torch(flags):
         ("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path="),
         ("train.py", ["trainer=tpu_pod"], "Could not find 'trainer/tpu_pod'"),
         ("train.py", ["trainer.max_epoch=3"], "Could not override 'trainer.max_epoch'"),
+        # A few of the settings below, through the command line users type them on.
+        ("train.py", ["data.batch_size=0"], "error: data.batch_size=0 must be a whole number"),
+        ("train.py", ["model.optimizer.lr=abc"], "error: model.optimizer (lr='abc'"),
+        ("train.py", ["trainer.accelerator=gpu"], "this machine has no such device"),
     ],
 )
 def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):

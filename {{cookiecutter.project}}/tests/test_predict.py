@@ -159,14 +159,14 @@ def test_non_finite_samples_are_refused_in_one_line_or_marked(exported_run, digi
     images[1, 0, 0], images[3, 4, 4] = np.nan, np.inf
     np.save(tmp_path / "broken.npy", images)
     overrides = [f"model_path={exported_run}", f"input={tmp_path / 'broken.npy'}"]
-    with pytest.raises(UserError) as error:
-        predict(compose_config("predict", tmp_path / "refused", overrides, quiet=False))
-    assert str(error.value) == (
-        f"2 samples hold NaN or infinite values ({tmp_path / 'broken.npy'}[1], "
+    refused = run_cli("predict.py", *overrides, f"hydra.run.dir={tmp_path / 'refused'}")
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == (
+        f"error: 2 samples hold NaN or infinite values ({tmp_path / 'broken.npy'}[1], "
         f"{tmp_path / 'broken.npy'}[3]); fix them, or pass invalid_inputs=mark to predict the "
         "others"
     )
-    assert not (tmp_path / "refused").exists()
+    assert not (tmp_path / "refused" / "predictions.json").exists()
 
     marked = ["invalid_inputs=mark", *overrides]
     predict(compose_config("predict", tmp_path / "marked", marked, quiet=False))
