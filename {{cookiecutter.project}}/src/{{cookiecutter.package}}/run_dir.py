@@ -1,0 +1,113 @@
+"""A run directory keeps one run's records: a Hydra callback refuses, before Hydra writes
+anything, a directory that holds another task's or another config's run, or cannot be written.
+
+No torch at import: predict, which runs without torch, is guarded as every task is.
+"""
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig, OmegaConf
+
+from .console import cannot_write, exit_with_error
+
+# Room that a new run directory must have: Hydra's .hydra/*.yaml and the log are a few KiB.
+PROBE_BYTES = 64 * 1024
+
+
+def process_rank() -> int:
+    """This process's rank, from the variables that torchrun, SLURM and Lightning's DDP launcher
+    set, read as Lightning reads them; 0 for a process that none of them started."""
+    for key in ("RANK", "LOCAL_RANK", "SLURM_PROCID", "JSM_NAMESPACE_RANK"):
+        if key in os.environ:
+            return int(os.environ[key])
+    return 0
+
+
+class KeepRunRecords(Callback):
+    """Stops a run whose directory holds another task's or another config's run, or cannot be
+    written, with one line, before Hydra writes anything there (configs/hydra/default.yaml).
+
+    Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
+    `on_run_start` comes before that. The same config in its own directory passes, so that an
+    interrupted run resumes. Only rank 0 checks: every rank of a torchrun or DDP run starts the
+    same command, in the directory that rank 0 is making.
+    """
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        if process_rank() != 0:
+            return
+        HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
+        run_dir = Path(config.hydra.run.dir).absolute()
+        task_config = OmegaConf.to_container(config)
+        del task_config["hydra"]
+        problem = other_run(run_dir, task_config) or unwritable(run_dir)
+        if problem:
+            exit_with_error(problem)
+
+
+def other_run(run_dir: Path, config: dict) -> str | None:
+    """What in `run_dir` a run of `config` would overwrite, if anything."""
+    if not run_dir.exists():
+        return None
+    if not run_dir.is_dir():
+        return f"hydra.run.dir {run_dir} is a file, not a folder: choose another hydra.run.dir"
+    saved = run_dir / ".hydra" / "config.yaml"
+    if not saved.is_file():
+        if next(run_dir.iterdir(), None):
+            return (
+                f"{run_dir} is not empty and holds no run (no .hydra/config.yaml): "
+                "choose a new or empty hydra.run.dir"
+            )
+        return None
+    earlier = OmegaConf.to_container(OmegaConf.load(saved))
+    if earlier.get("task_name") != config.get("task_name"):
+        return (
+            f"{run_dir} holds a {earlier.get('task_name')} run; {config.get('task_name')} writes "
+            "to a run directory of its own: leave out hydra.run.dir or choose a new one"
+        )
+    changed = differences(earlier, config)
+    if changed:
+        return (
+            f"{run_dir} holds a run with other settings ({changed}): rerun it with its own "
+            "settings to resume it, or choose a new hydra.run.dir"
+        )
+    return None
+
+
+def differences(earlier: dict, now: dict, most: int = 3) -> str:
+    """The settings that differ, as `key was <earlier>, now <now>`: the first `most` of them."""
+    before, after = dict(flatten(earlier)), dict(flatten(now))
+    changed = [
+        f"{key} was {before.get(key, '(unset)')}, now {after.get(key, '(unset)')}"
+        for key in {**before, **after}
+        if key not in before or key not in after or before[key] != after[key]
+    ]
+    more = f"; and {len(changed) - most} more" if len(changed) > most else ""
+    return "; ".join(changed[:most]) + more
+
+
+def flatten(node, prefix: str = "") -> Iterator[tuple[str, object]]:
+    """(`dotted.key`, value) for every leaf of nested dicts; lists are leaves."""
+    if not isinstance(node, dict) or not node:
+        yield prefix, node
+        return
+    for key, value in node.items():
+        yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
+
+
+def unwritable(run_dir: Path) -> str | None:
+    """Why the run's files cannot be written to `run_dir`: read-only, not permitted, full. The
+    probe is larger than what Hydra writes before the task runs (the task's own writes fail with
+    one line too), so that a full disk never leaves Hydra's files half-written."""
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=run_dir) as probe:
+            probe.write(bytes(PROBE_BYTES))
+    except OSError as error:
+        return cannot_write(run_dir, error)
+    return None
