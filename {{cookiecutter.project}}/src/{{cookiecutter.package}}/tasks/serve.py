@@ -115,7 +115,7 @@ def serve(cfg) -> None:
     try:
         from ..serving import build_server
     except ModuleNotFoundError as error:
-        if error.name.split(".")[0] not in SERVE_PACKAGES:
+        if (error.name or "").split(".")[0] not in SERVE_PACKAGES:
             raise
         raise UserError(f'serve needs {error.name}: pip install -e ".[serve]"') from None
 
