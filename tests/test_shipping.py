@@ -6,10 +6,13 @@ import json
 import os
 import re
 import site
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 import tomllib
+import urllib.request
 import zipfile
 from pathlib import Path
 
@@ -22,7 +25,7 @@ from sklearn.datasets import load_digits
 
 WORKFLOW = Path(".github/workflows/ci.yaml")
 # The console scripts, each named <project>-<task>.
-TASKS = ["eval", "export", "predict", "train"]
+TASKS = ["eval", "export", "predict", "serve", "train"]
 FORMATS = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 # The test's own tools (ruff, pre-commit, the hook scripts) come first on PATH, as in an
 # activated environment; PYTHONPATH is dropped so nothing is imported from a source tree.
@@ -61,6 +64,7 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
     with zipfile.ZipFile(wheel) as archive:
         metadata = archive.read(f"{wheel.name.split('-')[0]}-0.1.0.dist-info/METADATA").decode()
         assert "digit_classifier/configs/train.yaml" in archive.namelist()
+        assert "digit_classifier/page.html" in archive.namelist()  # what serve shows at /
     assert "License-Expression: MIT" in metadata.splitlines()
 
     python = fresh_venv(tmp_path / "venv")
@@ -80,7 +84,7 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
     assert Path(module).is_relative_to(tmp_path / "venv")
     assert Path(configs).is_relative_to(tmp_path / "venv")
 
-    # The path to deployment as users walk it: train, eval, export every format, predict.
+    # The path to deployment as users walk it: train, eval, export every format, predict, serve.
     script = {name.rsplit("-", 1)[1]: str(bin_dir / name) for name in scripts}
     run(script["train"], "trainer.max_epochs=3", "logger=csv", cwd=work)
     (best,) = (work / "logs").rglob("best.ckpt")  # runs land below the working directory
@@ -109,6 +113,40 @@ def test_wheel_runs_every_console_script_with_packaged_configs(default_project, 
     predictions = read(predict_dir / "predictions.json")["predictions"]
     labels = [int(prediction["class"]) for prediction in predictions]
     assert np.mean(np.array(labels) == digits.target[-50:]) >= 0.85
+
+    # Serve the export: the server answers as predict did, and SIGTERM stops it.
+    port = free_port()
+    command = [script["serve"], f"model={export_dir}", f"port={port}", "hydra.run.dir=serve"]
+    server = subprocess.Popen(command, cwd=work, env=TOOLS_ENV)
+    try:
+        wait_for(f"http://127.0.0.1:{port}/health", server)
+        body = json.dumps({"inputs": digits.images[-50:].tolist()}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/predict", data=body,
+                                         headers={"Content-Type": "application/json"})  # fmt: skip
+        with urllib.request.urlopen(request, timeout=60) as answer:
+            served = json.loads(answer.read())["predictions"]
+        assert served == [{key: p[key] for key in ("class", "probability")} for p in predictions]
+    finally:
+        server.terminate()
+        assert server.wait(timeout=60) == 0
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def wait_for(url: str, server: subprocess.Popen, timeout: float = 120) -> None:
+    """Until `url` answers 200: the server's workers are set up."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and server.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return
+        except OSError:  # refused, or 503 while the workers set up
+            time.sleep(0.2)
+    raise AssertionError(f"{url} did not answer (the server's status: {server.poll()})")
 
 
 def test_pre_commit_hooks_pass_offline_on_a_fresh_render(tmp_path):

@@ -1,16 +1,19 @@
 """Test helpers: compose the configs users run, train once per session, call the CLI, write
 the example data."""
 
+import json
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
+from PIL import Image
 
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
@@ -89,11 +92,20 @@ def start_cli(
         [sys.executable, *launcher, str(root / script), *overrides],
         cwd=cwd or root,
         env={name: value for name, value in env.items() if value is not None},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
         text=True,
-        **popen,
+        **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen},
     )
+
+
+def without_torch(folder: Path) -> dict[str, str]:
+    """The environment for `start_cli` of a process in which torch and Lightning cannot be
+    imported: packages of theirs that fail to import come first on the path."""
+    for name in ("torch", "pytorch_lightning", "lightning"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "__init__.py").write_text(
+            f"raise ImportError('{name} is blocked in this test')\n"
+        )
+    return {"PYTHONPATH": os.pathsep.join([str(folder), str(ROOT / "src")])}
 
 
 def finish(process: subprocess.Popen, timeout=300) -> subprocess.CompletedProcess:
@@ -124,6 +136,27 @@ def stop_at_epoch(process: subprocess.Popen, last: Path, epoch: int, signum: int
         time.sleep(0.05)
     process.send_signal(signum)
     return finish(process, timeout=120)
+
+
+def run_predict(model, input, output_dir: Path, *overrides: str) -> list[dict]:
+    """The entries of predictions.json that `python predict.py model=<model> input=<input>`
+    writes."""
+    from {{ cookiecutter.package }}.tasks.predict import predict
+
+    overrides = [f"model_path={model}", f"input={input}", *overrides]
+    predict(compose_config("predict", output_dir, overrides, quiet=False))
+    return json.loads((output_dir / "predictions.json").read_text())["predictions"]
+
+
+def save_pngs(images: np.ndarray, folder: Path) -> list[Path]:
+    """Raw digits (0..16) as greyscale PNG files as a user would save them: 0..255, and larger
+    than the model's 8x8."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = [folder / f"{index:02}.png" for index in range(len(images))]
+    for image, file in zip(images, files, strict=True):
+        pixels = np.round(image * 255 / 16).astype(np.uint8)
+        Image.fromarray(pixels).resize((32, 32), Image.Resampling.NEAREST).save(file)
+    return files
 
 
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:

@@ -1,15 +1,13 @@
 """predict.py: onnxruntime and numpy only, on arrays, image files and folders; clear errors."""
 
 import json
-import os
 import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, compose_config, run_cli
-from PIL import Image
+from conftest import compose_config, run_cli, run_predict, save_pngs, without_torch
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -23,24 +21,12 @@ def digits():
     return data.images[:40].astype(np.float32), data.target[:40]
 
 
-def run_predict(model, input, output_dir) -> list[dict]:
-    overrides = [f"model_path={model}", f"input={input}"]
-    predict(compose_config("predict", output_dir, overrides, quiet=False))
-    return json.loads((output_dir / "predictions.json").read_text())["predictions"]
-
-
 def accuracy(predictions, labels) -> float:
     hits = [int(p["class"]) == label for p, label in zip(predictions, labels, strict=True)]
     return float(np.mean(hits))
 
 
 def test_predict_runs_where_torch_cannot_be_imported(exported_run, digits, tmp_path):
-    blocker = tmp_path / "blocker"  # shadows torch and Lightning with packages that fail to import
-    for name in ("torch", "pytorch_lightning", "lightning"):
-        (blocker / name).mkdir(parents=True)
-        (blocker / name / "__init__.py").write_text(
-            f"raise ImportError('{name} is blocked in this test')\n"
-        )
     images, labels = digits
     np.save(tmp_path / "digits.npy", images)
     result = run_cli(
@@ -48,7 +34,7 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, digits, tmp_p
         f"model={exported_run}",
         f"input={tmp_path / 'digits.npy'}",
         f"hydra.run.dir={tmp_path / 'run'}",
-        env={"PYTHONPATH": os.pathsep.join([str(blocker), str(ROOT / "src")])},
+        env=without_torch(tmp_path / "blocker"),
     )
     assert result.returncode == 0, result.stderr
     predictions = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]
@@ -62,13 +48,7 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(
 ):
     images, labels = digits
     folder = tmp_path / "images"
-    folder.mkdir()
-    for index, image in enumerate(images[:12]):
-        # Greyscale PNGs as a user would save them: 0..255, and larger than the model's 8x8.
-        pixels = np.round(image * 255 / 16).astype(np.uint8)
-        Image.fromarray(pixels).resize((32, 32), Image.Resampling.NEAREST).save(
-            folder / f"{index:02}.png"
-        )
+    save_pngs(images[:12], folder)
     np.save(tmp_path / "digits.npy", images[:12])
 
     from_array = run_predict(

@@ -23,8 +23,10 @@ TASKS = {
     "train": "train",
     "eval": "evaluate",
     "export": "export",
-    # predict imports only numpy and onnxruntime: it runs where torch is not installed.
+    # predict and serve import only numpy, onnxruntime, Pillow and pandas (serve: and its HTTP
+    # libraries): they run where torch is not installed.
     "predict": "predict",
+    "serve": "serve",
 }
 # What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
 # filesystem. The user's environment, not a bug: one line rather than a traceback.
@@ -79,7 +81,15 @@ def export_model():
 
 
 def predict():
-    # Hydra reads `model=...` as a choice in the training config group `model`, so predict's key
-    # is `model_path`; `model=<path>` is accepted as its short form.
+    return _launch_with_model_path("predict")
+
+
+def serve():
+    return _launch_with_model_path("serve")
+
+
+def _launch_with_model_path(name: str):
+    # Hydra reads `model=...` as a choice in the training config group `model`, so predict's and
+    # serve's key is `model_path`; `model=<path>` is accepted as its short form.
     sys.argv = [f"model_path={arg[6:]}" if arg.startswith("model=") else arg for arg in sys.argv]
-    return _launch("predict")
+    return _launch(name)

@@ -196,6 +196,13 @@ def non_finite(inputs: np.ndarray) -> np.ndarray:
     return ~np.isfinite(inputs.reshape(len(inputs), -1)).all(axis=1)
 
 
+def check_top_k(top_k) -> int:
+    """How many of the most probable classes to list: a whole number of at least 1."""
+    if type(top_k) is not int or top_k < 1:
+        raise UserError(f"top_k={top_k} must be a whole number of at least 1")
+    return top_k
+
+
 def predictions(
     session: ort.InferenceSession, manifest: dict, inputs: np.ndarray, top_k: int = 1
 ) -> list[dict]:

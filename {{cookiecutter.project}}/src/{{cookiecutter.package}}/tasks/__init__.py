@@ -1,1 +1,1 @@
-"""The commands: train, eval, export and predict, each a function of its Hydra config."""
+"""The commands: train, eval, export, predict and serve, each a function of its Hydra config."""

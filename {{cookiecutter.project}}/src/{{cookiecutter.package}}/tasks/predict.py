@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ..console import UserError, format_table
 from ..files import save_json
-from ..inference import load_export, non_finite, predictions, read_inputs
+from ..inference import check_top_k, load_export, non_finite, predictions, read_inputs
 
 INVALID = {"error", "mark"}
 
@@ -30,8 +30,7 @@ def check_options(cfg) -> None:
         )
     if cfg.invalid_inputs not in INVALID:
         raise UserError(f"invalid_inputs={cfg.invalid_inputs!r}: choose error or mark")
-    if type(cfg.top_k) is not int or cfg.top_k < 1:
-        raise UserError(f"top_k={cfg.top_k} must be a whole number of at least 1")
+    check_top_k(cfg.top_k)
     if Path(cfg.output_dir).is_file():
         raise UserError(
             f"output_dir={cfg.output_dir} is a file; pass a folder for predictions.json"

@@ -1,0 +1,82 @@
+"""What serve_load.py measures the project's server against, on the same export, with the
+project's own inference.py (run inside the project: its src on the path, EXPORT set):
+
+- `create_app`: the FastAPI app a user would write instead, a `def` endpoint under uvicorn
+  (`EXPORT=<dir> uvicorn --factory serve_baselines:create_app --workers N`);
+- `python serve_baselines.py <export dir> <requests> <batch sizes...>`: the limit, raw values to
+  predictions in one process on batches of each size, no HTTP; and the samples to send, with the
+  class each gets there. Prints them as JSON.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+from digit_classifier.inference import from_arrays, load_export, predictions
+from fastapi import Body, FastAPI
+from sklearn.datasets import load_digits
+
+
+def create_app():
+    session, manifest = load_export(Path(os.environ["EXPORT"]), int(os.environ.get("THREADS", 1)))
+    app = FastAPI()
+
+    @app.get("/health")
+    def health():
+        return "ok"
+
+    @app.post("/predict")
+    def predict(payload: Annotated[dict, Body()]):
+        inputs = from_arrays(np.asarray(payload["inputs"]), manifest, "inputs")
+        return {"predictions": predictions(session, manifest, inputs)}
+
+    return app
+
+
+def raw_samples(manifest: dict, count: int = 256) -> np.ndarray:
+    """Raw inputs for the model: the digits for the default model, else random values in the
+    range its images hold."""
+    shape = manifest["input"]["shape"][1:]
+    if manifest["input"]["kind"] != "image":
+        raise SystemExit("serve_load.py sends images or arrays: pass the export of an image model")
+    if shape == [1, 8, 8]:
+        return load_digits().images[:count, None].astype(np.float32)
+    low, high = manifest["preprocessing"]["value_range"]
+    return np.random.default_rng(0).uniform(low, high, (count, *shape)).astype(np.float32)
+
+
+def in_process(session, manifest: dict, raw: np.ndarray, requests: int, batches: list[int]):
+    """For each batch size: raw values to predictions in one process, one batch per call."""
+    results = []
+    for size in batches:
+        times = []
+        for start in range(0, max(requests, 50) * size, size):
+            batch = raw[np.arange(start, start + size) % len(raw)]
+            began = time.perf_counter()
+            predictions(session, manifest, from_arrays(batch, manifest, "samples"))
+            times.append(time.perf_counter() - began)
+        times = times[len(times) // 10 :]  # the first calls warm up
+        results.append(
+            {
+                "batch": size,
+                "samples_per_s": size * len(times) / sum(times),
+                "p50_ms": 1000 * statistics.median(times),
+                "p99_ms": 1000 * float(np.percentile(times, 99)),
+            }
+        )
+    return results
+
+
+if __name__ == "__main__":
+    export_dir, requests, *batches = sys.argv[1:]
+    session, manifest = load_export(Path(export_dir), int(os.environ.get("THREADS", 1)))
+    raw = raw_samples(manifest)
+    answers = predictions(session, manifest, from_arrays(raw, manifest, "samples"))
+    limit = in_process(session, manifest, raw, int(requests), [int(size) for size in batches])
+    classes = [answer["class"] for answer in answers]
+    print(json.dumps({"in_process": limit, "samples": raw.tolist(), "classes": classes}))

@@ -1,0 +1,318 @@
+"""Serving an export over HTTP with LitServe: the LitAPI that runs onnxruntime in each worker
+process, and the parsing of requests, with inference.py doing what predict does.
+
+LitServe runs `decode_request` of every request in a batch inside one `try`: one bad request
+would fail all of its batch. So requests are read and checked in the HTTP process instead, by a
+FastAPI dependency that LitServe takes from `decode_request`'s annotation; a bad one is answered
+there with a 4xx and never reaches a worker, which only gets prepared float32 samples.
+
+No torch here, directly or through LitServe (accelerator="cpu" keeps it from looking for one).
+"""
+
+import json
+import platform
+import secrets
+import signal
+import warnings
+from importlib.metadata import version
+from itertools import islice
+from pathlib import Path
+from typing import Annotated, NamedTuple
+
+import litserve as ls
+import numpy as np
+import onnxruntime as ort
+import pandas as pd
+import python_multipart  # noqa: F401  (starlette parses uploads with it, and fails without)
+from fastapi import Depends, HTTPException, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from PIL import Image
+from starlette.datastructures import UploadFile
+from starlette.formparsers import MultiPartException, MultiPartParser
+
+from .console import UserError
+from .inference import check_top_k, from_arrays, from_images, from_rows, load_export, non_finite
+from .inference import predictions as predict_samples
+
+PAGE = Path(__file__).with_name("page.html")
+# Answered without the API key: a load balancer's probe, and a page that holds no data.
+OPEN_PATHS = ("/", "/health")
+REQUEST_KEYS = {"inputs", "rows", "top_k"}
+
+
+class Samples(NamedTuple):
+    """One request's prepared model inputs, as the HTTP process hands them to a worker."""
+
+    inputs: np.ndarray
+    top_k: int
+
+    def __repr__(self) -> str:
+        # LitServe formats every request into a debug message, logged or not: an array's repr
+        # would cost more than the model.
+        return f"Samples({len(self.inputs)}, top_k={self.top_k})"
+
+
+def refuse(status: int, reason: str) -> HTTPException:
+    return HTTPException(status_code=status, detail=reason)
+
+
+async def parsed_request(request: Request) -> Samples:
+    """The samples of a POST /predict, or a 4xx with a one-line reason. Runs in the HTTP process
+    (see the module's docstring); what it needs was put in `app.state` by `build_server`."""
+    manifest, limit = request.app.state.manifest, request.app.state.max_request_bytes
+    body = await read_body(request, limit)
+    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    top_k = request.query_params.get("top_k", 1)
+    try:
+        if media_type == "multipart/form-data":
+            inputs = await from_upload(request, body, manifest, limit)
+        elif media_type in ("application/json", ""):
+            inputs, top_k = from_json(body, manifest, top_k)
+        else:
+            raise refuse(
+                415,
+                f"Content-Type {media_type} is not accepted: send application/json, or an image "
+                "as multipart/form-data",
+            )
+        top_k = check_top_k(int(top_k) if isinstance(top_k, str) and top_k.isdigit() else top_k)
+    except UserError as error:
+        raise refuse(422, str(error)) from None
+    invalid = np.flatnonzero(non_finite(inputs)).tolist()
+    if invalid:
+        listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
+        which = f"sample {listed} holds" if len(invalid) == 1 else f"samples {listed} hold"
+        raise refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
+    return Samples(inputs, top_k)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The body, refused as soon as it is known to be over `limit` bytes: by its Content-Length
+    before any of it is read, or while a chunked one arrives."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise refuse(413, f"the body is over max_request_bytes={limit}")
+    if not body:
+        raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
+    return bytes(body)
+
+
+def from_json(body: bytes, manifest: dict, top_k) -> tuple[np.ndarray, object]:
+    """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}`, and the
+    request's top_k (the body's, else the query's)."""
+
+    def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
+        raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
+
+    try:
+        payload = json.loads(body, parse_constant=non_standard)
+    except (ValueError, RecursionError) as error:  # and UnicodeDecodeError, a ValueError
+        raise refuse(400, f"the body is not valid JSON: {error}") from None
+    if (
+        not isinstance(payload, dict)
+        or len(payload.keys() & {"inputs", "rows"}) != 1
+        or payload.keys() - REQUEST_KEYS
+    ):
+        got = f"keys {sorted(payload)}" if isinstance(payload, dict) else type(payload).__name__
+        expected = 'expected {"inputs": [...]} or {"rows": [...]}, and "top_k"'
+        raise refuse(422, f"{expected}; got {got}")
+    top_k = payload.get("top_k", top_k)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: refused as infinite
+        if "rows" in payload:
+            return from_rows(table(payload["rows"]), manifest, "rows"), top_k
+        try:
+            values = np.asarray(payload["inputs"])
+        except ValueError:  # ragged
+            raise refuse(422, "inputs must be an array of numbers, every row as long") from None
+        return from_arrays(values, manifest, "inputs"), top_k
+
+
+def table(rows) -> pd.DataFrame:
+    """Rows as a table; a column a row leaves out, or gives as null, is missing in it."""
+    if (
+        not isinstance(rows, list)
+        or not rows
+        or not all(isinstance(row, dict) for row in rows)
+        or any(isinstance(value, dict | list) for row in rows for value in row.values())
+    ):
+        raise refuse(
+            422, 'rows must be a list of objects {"column": value}, values numbers, text or null'
+        )
+    return pd.DataFrame(rows)
+
+
+async def from_upload(request: Request, body: bytes, manifest: dict, limit: int) -> np.ndarray:
+    """The model input of an image sent as the form field `file`, decoded as predict does."""
+    if manifest["input"]["kind"] != "image":
+        raise refuse(415, 'this model takes table rows: send JSON {"rows": [{...}]}')
+
+    async def chunks():
+        yield body
+
+    parser = MultiPartParser(
+        request.headers, chunks(), max_files=1, max_fields=8, max_part_size=limit
+    )
+    try:
+        form = await parser.parse()
+    except MultiPartException as error:
+        raise refuse(400, f"the multipart body is malformed: {error.message}") from None
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise refuse(422, 'send the image as a file in the form field "file"')
+    name, data = upload.filename or "the upload", await upload.read()
+    with warnings.catch_warnings():
+        # Pillow only warns up to twice its pixel limit: a small file can decode to gigabytes.
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            return from_images([data], manifest)
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+            raise refuse(413, f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
+        except UserError:
+            raise refuse(400, f"{name} is not an image that Pillow can read") from None
+
+
+class ExportAPI(ls.LitAPI):
+    """Predictions of an export, as predict.py makes them: one onnxruntime session per worker.
+
+    Pickled to each worker process, so it holds only the export's path and the thread count
+    until `setup` runs there."""
+
+    def __init__(self, export_dir: str, threads: int, **batching):
+        super().__init__(**batching)
+        self.export_dir, self.threads = export_dir, threads
+
+    def setup(self, device):
+        # Ctrl-C reaches every process in a terminal: the main process stops this one, after
+        # the HTTP processes have answered what they hold (tasks/serve.py).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        self.session, self.manifest = load_export(Path(self.export_dir), self.threads)
+
+    def decode_request(self, request: Annotated[Samples, Depends(parsed_request)]):
+        return request
+
+    def predict(self, batch):
+        """The predictions of each request; its samples run in one call with those of the
+        other requests of its batch that ask for the same top_k."""
+        requests = batch if isinstance(batch, list) else [batch]  # max_batch_size 1: unbatched
+        answers = [None] * len(requests)
+        for top_k in {request.top_k for request in requests}:
+            group = [index for index, request in enumerate(requests) if request.top_k == top_k]
+            inputs = np.concatenate([requests[index].inputs for index in group])
+            results = iter(predict_samples(self.session, self.manifest, inputs, top_k))
+            for index in group:
+                answers[index] = list(islice(results, len(requests[index].inputs)))
+        return answers if isinstance(batch, list) else answers[0]
+
+    def encode_response(self, output):
+        # A Response goes back to the HTTP process as it is, and out unchanged.
+        try:
+            body = json.dumps({"predictions": output}, separators=(",", ":"), allow_nan=False)
+        except ValueError:  # finite inputs so large that the network overflows
+            reason = "the model's output is not finite for these inputs"
+            return JSONResponse({"detail": reason}, status_code=422)
+        return Response(body, media_type="application/json")
+
+    async def authorize(self, request: Request):
+        """LitServe's authentication hook, a dependency of its routes and of /info. Async:
+        FastAPI would run a plain function in a thread, one thread hop per request."""
+        key = request.app.state.api_key
+        if key is None or request.url.path in OPEN_PATHS:
+            return
+        given = request.headers.get("x-api-key", "")
+        if not secrets.compare_digest(given.encode(), key.encode()):
+            raise refuse(401, "missing or wrong API key: send it in the X-API-Key header")
+
+
+def build_server(
+    export_dir: Path,
+    manifest: dict,
+    workers: int,
+    threads: int,
+    max_batch_size: int,
+    batch_timeout: float,
+    max_request_bytes: int,
+    api_key: str | None,
+) -> ls.LitServer:
+    """The server of an export whose manifest is checked: POST /predict, GET /health (LitServe's
+    own), GET /info and the page at /."""
+    api = ExportAPI(
+        str(export_dir), threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout
+    )
+    # accelerator="cpu": "auto" imports torch to look for a GPU. onnxruntime chooses its own
+    # providers. No OpenAPI pages: /predict reads its body itself, so they would describe nothing.
+    server = ls.LitServer(
+        api, accelerator="cpu", workers_per_device=workers, disable_openapi_url=True
+    )
+    app = server.app
+    # The HTTP processes are forked from this one with what it holds.
+    app.state.manifest, app.state.max_request_bytes = manifest, max_request_bytes
+    app.state.api_key = api_key
+    settings = {
+        "workers": workers,
+        "threads": threads,
+        "max_batch_size": max_batch_size,
+        "batch_timeout": batch_timeout,
+        "max_request_bytes": max_request_bytes,
+        "api_key_required": api_key is not None,
+    }
+    about = info(manifest, settings)
+    html = page(manifest)
+
+    async def info_route():
+        return JSONResponse(about)
+
+    async def page_route():
+        return HTMLResponse(html)
+
+    # LitServe's own GET / ("litserve running") and GET /info come first, and the first route that
+    # matches answers: they make way for these.
+    app.router.routes[:] = [
+        route for route in app.router.routes if getattr(route, "path", None) not in ("/", "/info")
+    ]
+    app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
+    app.add_api_route("/", page_route, methods=["GET"])
+    return server
+
+
+def info(manifest: dict, settings: dict) -> dict:
+    """GET /info: what the model takes and gives, which model it is, and what serves it."""
+    return {
+        "task": manifest["task"],
+        "input": manifest["input"],
+        "target": manifest["target"],
+        "classes": manifest["target"].get("class_names"),
+        "model": {"file": "model.onnx", "sha256": manifest["formats"]["onnx"]["sha256"]},
+        "versions": {
+            "export": manifest.get("versions", {}),
+            "serve": {
+                "python": platform.python_version(),
+                "litserve": version("litserve"),
+                "onnxruntime": ort.__version__,
+                "numpy": np.__version__,
+            },
+        },
+        "server": settings,
+    }
+
+
+def page(manifest: dict) -> str:
+    """The page at /, with what it needs to know of the model written into it."""
+    preprocessing = manifest["preprocessing"]
+    config = {
+        "task": manifest["task"],
+        "kind": manifest["input"]["kind"],
+        "image_size": preprocessing.get("image_size"),
+        "columns": [
+            {key: spec.get(key) for key in ("name", "kind", "vocabulary")}
+            for spec in preprocessing.get("columns", [])
+        ],
+        "classes": len(manifest["target"].get("class_names", [])),
+        "target": manifest["target"].get("name"),
+        "units": manifest["target"].get("units"),
+    }
+    # Column names come from the user's table: "</script>" in one must not end the script.
+    return PAGE.read_text().replace("__CONFIG__", json.dumps(config).replace("<", "\\u003c"))

@@ -1,0 +1,234 @@
+"""serve.py over HTTP, one real server for the module (in a subprocess where torch cannot be
+imported, with an API key) and a real client: every endpoint, the answers of predict.py, each
+kind of bad request between good ones, and the API key."""
+
+import asyncio
+import io
+import json
+import zlib
+
+import aiohttp
+import numpy as np
+import pytest
+from conftest import run_predict, save_pngs, without_torch
+from PIL import Image
+from servers import Server, Upload, call, send
+from sklearn.datasets import load_digits
+
+# Slow: a server of several processes. One worker runs the module, which starts it once.
+pytestmark = pytest.mark.slow
+KEY = "test-key-1f3a"  # the API key this module's server is started with
+AUTH = {"X-API-Key": KEY}
+KEY_HEADER = "X-API-Key header"
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory) -> dict:
+    """Raw digits as the dataset stores them (0..16), the same as PNG files, and what predict.py
+    answers for each (top_k 1 and 3)."""
+    folder = tmp_path_factory.mktemp("digits")
+    images = load_digits().images[:40].astype(np.float32)
+    np.save(folder / "digits.npy", images)
+    pngs = save_pngs(images[:6], folder / "pngs")
+    return {
+        "images": images,
+        "pngs": pngs,
+        "folder": folder,
+    }
+
+
+@pytest.fixture(scope="module")
+def expected(exported_run, digits) -> dict:
+    """predict.py's answers for the digits: per sample, without the file and index it names."""
+    folder = digits["folder"]
+
+    def answers(input, name, *overrides):
+        predicted = run_predict(exported_run, input, folder / name, *overrides)
+        return [{k: v for k, v in p.items() if k not in ("file", "index")} for p in predicted]
+
+    return {
+        "arrays": answers(folder / "digits.npy", "arrays"),
+        "top3": answers(folder / "digits.npy", "top3", "top_k=3"),
+        "pngs": answers(folder / "pngs", "pngs"),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(exported_run, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("serve")
+    env = {"SERVE_API_KEY": KEY, **without_torch(folder / "blocker")}
+    with Server(exported_run, folder, env=env) as server:
+        yield server
+
+
+def post(server, **options):
+    return call(
+        "POST", f"{server.url}/predict", headers={**AUTH, **options.pop("headers", {})}, **options
+    )
+
+
+def test_health_page_and_info_without_torch_on_127_0_0_1(server, exported_run):
+    assert call("GET", f"{server.url}/health").text == "ok"  # open: no key needed
+    page = call("GET", f"{server.url}/")
+    assert page.status == 200 and "Try the model" in page.text and '"kind": "image"' in page.text
+    info = call("GET", f"{server.url}/info", headers=AUTH).json()
+    manifest = json.loads((exported_run / "manifest.json").read_text())
+    assert info["task"] == "classification" and info["input"] == manifest["input"]
+    assert info["classes"] == manifest["target"]["class_names"]
+    assert info["model"]["sha256"] == manifest["formats"]["onnx"]["sha256"]
+    assert info["versions"]["export"] == manifest["versions"]
+    assert set(info["versions"]["serve"]) >= {"litserve", "onnxruntime", "numpy", "python"}
+    listening = {
+        connection.laddr
+        for process in server.tree()
+        for connection in process.net_connections("tcp")
+        if connection.status == "LISTEN"
+    }
+    assert {(address.ip, address.port) for address in listening} == {("127.0.0.1", server.port)}
+
+
+def test_answers_are_predict_py_s(server, digits, expected):
+    images = digits["images"]
+    batch = post(server, json={"inputs": images.tolist()})
+    assert batch.status == 200, batch.text
+    assert batch.json()["predictions"] == expected["arrays"]
+    one = post(server, json={"inputs": images[7].tolist()})  # one sample, no batch axis
+    assert one.json()["predictions"] == expected["arrays"][7:8]
+    top3 = post(server, json={"inputs": images[:5].tolist(), "top_k": 3})
+    assert top3.json()["predictions"] == expected["top3"][:5]
+    assert [len(p["top"]) for p in top3.json()["predictions"]] == [3] * 5
+    for index, png in enumerate(digits["pngs"]):
+        answer = post(server, data=Upload(png.read_bytes()))
+        assert answer.json()["predictions"] == expected["pngs"][index : index + 1]
+    query = post(server, data=Upload(digits["pngs"][0].read_bytes()), params={"top_k": "3"})
+    assert len(query.json()["predictions"][0]["top"]) == 3
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims `width` x `height` pixels: Pillow reads the size first."""
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    header = b"IHDR" + width.to_bytes(4, "big") + height.to_bytes(4, "big") + data[24:29]
+    data[12:29] = header
+    data[29:33] = zlib.crc32(header).to_bytes(4, "big")
+    return bytes(data)
+
+
+class Chunked:
+    """A body of `size` spaces sent in chunks, without a Content-Length."""
+
+    def __init__(self, size: int):
+        self.size = size
+
+    async def __aiter__(self):
+        for _ in range(self.size // 10_000):
+            yield b" " * 10_000
+
+
+DIGIT = load_digits().images[0].tolist()
+PNG = io.BytesIO()
+Image.fromarray(np.uint8(np.array(DIGIT) * 15)).save(PNG, "PNG")
+BAD_REQUESTS = {
+    # name: (request options, status, what the reason says)
+    "malformed JSON": (
+        dict(data=b'{"inputs": [1,', headers=JSON),
+        400,
+        "not valid JSON: Expecting",
+    ),
+    "invalid UTF-8": (dict(data=b'{"inputs": "\xff"}', headers=JSON), 400, "not valid JSON"),
+    "deep nesting": (dict(data=b"[" * 100_000, headers=JSON), 400, "not valid JSON"),
+    "empty body": (dict(data=b"", headers=JSON), 400, "the body is empty"),
+    "text/plain": (dict(data=b"hello", headers={"Content-Type": "text/plain"}), 415, "text/plain"),
+    "JSON list": (dict(json=[1, 2]), 422, 'expected {"inputs": [...]} or {"rows"'),
+    "unknown key": (dict(json={"input": DIGIT}), 422, "got keys ['input']"),
+    "shape": (
+        dict(json={"inputs": [[1, 2, 3]] * 3}),
+        422,
+        "has shape (3, 3); expected (N, 1, 8, 8)",
+    ),
+    "ragged": (dict(json={"inputs": [[1, 2], [3]]}), 422, "every row as long"),
+    "no samples": (dict(json={"inputs": []}), 422, "has shape (0,); expected"),
+    "strings": (dict(json={"inputs": [["a"] * 8] * 8}), 422, "expected raw values as numbers"),
+    "nulls": (dict(json={"inputs": [[None] * 8] * 8}), 422, "holds object values"),
+    "booleans": (dict(json={"inputs": [[True] * 8] * 8}), 422, "holds bool values"),
+    "NaN": (dict(data=b'{"inputs": [NaN]}', headers=JSON), 422, "NaN is not a JSON number"),
+    "-Infinity": (dict(data=b'{"inputs": -Infinity}', headers=JSON), 422, "-Infinity is not"),
+    "1e999": (
+        dict(data=json.dumps({"inputs": DIGIT}).replace("0.0", "1e999", 1).encode(), headers=JSON),
+        422,
+        "sample 0 holds NaN or infinite values",
+    ),
+    "beyond float32": (
+        dict(json={"inputs": [DIGIT, (np.ones((8, 8)) * 1e39).tolist()]}),
+        422,
+        "sample 1 holds NaN or infinite values",
+    ),
+    "top_k 0": (dict(json={"inputs": DIGIT, "top_k": 0}), 422, "top_k=0 must be a whole number"),
+    "top_k true": (dict(json={"inputs": DIGIT, "top_k": True}), 422, "top_k=True must be"),
+    "top_k text": (dict(json={"inputs": DIGIT}, params={"top_k": "all"}), 422, "top_k=all"),
+    "rows": (dict(json={"rows": [{"a": 1}]}), 422, "holds table rows, but the model takes images"),
+    "not an image": (dict(data=Upload(b"not a png")), 400, "is not an image that Pillow can read"),
+    "empty image": (dict(data=Upload(b"")), 400, "is not an image that Pillow can read"),
+    "truncated image": (dict(data=Upload(PNG.getvalue()[:40])), 400, "not an image"),
+    "field name": (dict(data=Upload(PNG.getvalue(), field="image")), 422, 'form field "file"'),
+    "no boundary": (
+        dict(data=b"abc", headers={"Content-Type": "multipart/form-data"}),
+        400,
+        "the multipart body is malformed",
+    ),
+    "100 megapixels": (dict(data=Upload(png_claiming(10_000, 10_000))), 413, "pixels"),
+    "200 megapixels": (dict(data=Upload(png_claiming(20_000, 10_000))), 413, "pixels"),
+    "over the limit": (dict(json={"inputs": [0.0] * 400_000}), 413, "over max_request_bytes"),
+    "over the limit, chunked": (
+        dict(data=Chunked(1_200_000), headers=JSON),
+        413,
+        "the body is over max_request_bytes=1048576",
+    ),
+}
+
+
+@pytest.mark.parametrize(("options", "status", "reason"), BAD_REQUESTS.values(), ids=BAD_REQUESTS)
+def test_a_bad_request_gets_a_4xx_with_one_line_and_the_next_good_one_its_answer(
+    server, expected, options, status, reason
+):
+    answer = post(server, **options)
+    assert answer.status == status, answer.text
+    assert reason in answer.json()["detail"] and "\n" not in answer.text
+    good = post(server, json={"inputs": DIGIT})
+    assert good.json()["predictions"] == expected["arrays"][:1]
+
+
+def test_get_predict_is_405(server):
+    assert call("GET", f"{server.url}/predict", headers=AUTH).status == 405
+
+
+def test_bad_requests_among_good_ones_at_once_fail_alone(server, digits, expected):
+    """Sent together, the good ones share batches; the bad ones never reach a worker."""
+    images = digits["images"]
+    good = [dict(json={"inputs": images[index].tolist()}) for index in range(32)]
+    bad = [options for options, status, _ in BAD_REQUESTS.values() if status == 422][:8]
+
+    async def all_at_once():
+        async with aiohttp.ClientSession(headers=AUTH) as session:
+            url = f"{server.url}/predict"
+            return await asyncio.gather(*[send(session, "POST", url, **o) for o in good + bad])
+
+    answers = asyncio.run(all_at_once())
+    singles = [[prediction] for prediction in expected["arrays"][:32]]
+    assert [answer.json()["predictions"] for answer in answers[:32]] == singles
+    assert [a.status for a in answers[32:]] == [422] * len(bad)
+
+
+def test_without_the_api_key_predict_and_info_get_401(server):
+    url = server.url
+    for answer in [
+        call("POST", f"{url}/predict", json={"inputs": DIGIT}),
+        call("POST", f"{url}/predict", json={"inputs": DIGIT}, headers={"X-API-Key": "wrong"}),
+        call("GET", f"{url}/info"),
+        call("POST", f"{url}/predict", data=b"0" * 2_000_000, headers=JSON),  # refused unread
+    ]:
+        assert answer.status == 401
+        assert answer.json()["detail"] == f"missing or wrong API key: send it in the {KEY_HEADER}"
+    assert call("GET", f"{url}/health").status == call("GET", f"{url}/").status == 200

@@ -1,0 +1,67 @@
+"""The page at / in a real browser: headless Chromium (or Chrome) driven by Playwright loads it
+from a real server, uploads an image file and shows the class predict.py gives it."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import run_predict, save_pngs
+from playwright.sync_api import sync_playwright
+from servers import Server
+from sklearn.datasets import load_digits
+
+pytestmark = pytest.mark.slow  # a server of several processes, and a browser
+# Debian's chromium package (`apt-get install chromium`); CHROME_BIN names another Chromium or
+# Chrome, such as the one GitHub's runners have. Playwright only drives it (no `playwright
+# install`).
+BROWSER = Path(os.environ.get("CHROME_BIN", "/usr/bin/chromium"))
+SHOWN = "() => !['-', '…'].includes(document.getElementById('top-class').textContent)"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not BROWSER.is_file():
+        pytest.fail(
+            f"no browser at {BROWSER}: install Chromium (apt-get install chromium) or set "
+            "CHROME_BIN to a Chromium or Chrome executable",
+            pytrace=False,
+        )
+    with sync_playwright() as playwright:
+        # Without the sandbox: it needs privileges that containers and CI jobs often lack.
+        browser = playwright.chromium.launch(
+            executable_path=BROWSER, args=["--no-sandbox", "--disable-dev-shm-usage"]
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def server(exported_run, tmp_path_factory):
+    with Server(exported_run, tmp_path_factory.mktemp("serve")) as server:
+        yield server
+
+
+def test_the_page_shows_the_top_classes_of_an_uploaded_image(
+    browser, server, exported_run, tmp_path
+):
+    (png,) = save_pngs(load_digits().images[3:4], tmp_path / "images")
+    (expected,) = run_predict(exported_run, png, tmp_path / "predict", "top_k=5")
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(error))
+    page.goto(f"{server.url}/")
+    page.set_input_files("#file", png)
+    page.wait_for_function(SHOWN, timeout=30_000)
+    assert page.locator("#top-class").text_content() == expected["class"]
+    rows = [row.split("\t") for row in page.locator("#result tr").all_inner_texts()]
+    assert [row[0] for row in rows] == [entry["class"] for entry in expected["top"]]
+    shown = [float(row[1].rstrip("%")) for row in rows]
+    assert np.allclose(shown, [100 * e["probability"] for e in expected["top"]], atol=0.05)
+
+    (tmp_path / "broken.png").write_bytes(b"not an image")
+    page.set_input_files("#file", tmp_path / "broken.png")
+    page.wait_for_function("() => document.getElementById('error').textContent !== ''")
+    error = page.locator("#error").text_content()
+    assert error == "400: broken.png is not an image that Pillow can read"
+    assert not errors

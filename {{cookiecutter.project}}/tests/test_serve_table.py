@@ -1,0 +1,89 @@
+"""serve.py on a table model over HTTP, with a real server and client: rows in, the values
+predict.py gives for the same rows of the CSV file out, and bad rows refused in one line."""
+
+import json
+
+import pandas as pd
+import pytest
+from conftest import FAST_LATENCY, compose_config, run_predict
+from servers import Server, Upload, call
+
+# Slow: a server of several processes. One worker runs the module, which starts it once.
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def table_export(example_data, tmp_path_factory):
+    """A regression of the wine table's alcohol, briefly trained and exported: its columns hold
+    numbers, text (colour, cultivar) and gaps."""
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    run, export_dir = tmp_path_factory.mktemp("table_run"), tmp_path_factory.mktemp("table_export")
+    data = ["data=table", f"data.path={example_data['wine']}", "data.target=alcohol"]
+    train(compose_config("train", run, [*data, "model=regressor", "trainer.max_epochs=3"]))
+    best = run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", "batch_sizes=[1,8]", *FAST_LATENCY]
+    export(compose_config("export", export_dir, overrides, quiet=False))
+    return export_dir
+
+
+@pytest.fixture(scope="module")
+def server(table_export, tmp_path_factory):
+    with Server(table_export, tmp_path_factory.mktemp("serve")) as server:
+        yield server
+
+
+def post(server, **options):
+    return call("POST", f"{server.url}/predict", **options)
+
+
+def test_rows_get_the_values_predict_py_gives_for_the_csv(server, table_export, example_data):
+    path = example_data["wine"]
+    expected = run_predict(table_export, path, path.parent / "predicted")
+    rows = json.loads(pd.read_csv(path).to_json(orient="records"))  # gaps as null
+    assert any(value is None for row in rows for value in row.values())
+    answer = post(server, json={"rows": rows})
+    assert answer.status == 200, answer.text
+    assert answer.json()["predictions"] == [{"value": p["value"]} for p in expected]
+    one = post(server, json={"rows": [{**rows[5], "unused column": "ignored"}]})
+    assert one.json()["predictions"] == [{"value": expected[5]["value"]}]
+    info = call("GET", f"{server.url}/info").json()
+    assert info["task"] == "regression" and info["classes"] is None
+    page = call("GET", f"{server.url}/").text
+    assert '"kind": "table"' in page and '{"name": "colour", "kind": "categorical"' in page
+
+
+def infinite(row: dict) -> dict:
+    """A body whose hue is 1e999, which JSON parsers read as infinity."""
+    text = json.dumps({"rows": [{**row, "hue": 7.0}]}).replace("7.0", "1e999")
+    return {"data": text, "headers": {"Content-Type": "application/json"}}
+
+
+BAD_ROWS = {
+    # name: (the request, from a good row; status; what the reason says)
+    "missing column": (
+        lambda row: {"json": {"rows": [{"malic_acid": 1.7}]}},
+        422,
+        "rows has no column 'ash'; its columns: malic_acid",
+    ),
+    "text": (
+        lambda row: {"json": {"rows": [{**row, "hue": "pale"}]}},
+        422,
+        "rows: column 'hue' holds text; the model was trained on numbers there",
+    ),
+    "list": (lambda row: {"json": {"rows": [{**row, "hue": [1]}]}}, 422, "a list of objects"),
+    "infinite": (infinite, 422, "sample 0 holds NaN or infinite values"),
+    "no rows": (lambda row: {"json": {"rows": []}}, 422, "rows must be a list of objects"),
+    "not objects": (lambda row: {"json": {"rows": [[1, 2]]}}, 422, "a list of objects"),
+    "image": (lambda row: {"data": Upload(b"\x89PNG")}, 415, "this model takes table rows"),
+}
+
+
+@pytest.mark.parametrize(("request_of", "status", "reason"), BAD_ROWS.values(), ids=BAD_ROWS)
+def test_bad_rows_get_a_4xx_with_one_line(server, example_data, request_of, status, reason):
+    row = json.loads(pd.read_csv(example_data["wine"]).head(1).to_json(orient="records"))[0]
+    answer = post(server, **request_of(row))
+    assert answer.status == status, answer.text
+    assert reason in answer.json()["detail"] and "\n" not in answer.text
+    assert post(server, json={"rows": [row]}).status == 200
