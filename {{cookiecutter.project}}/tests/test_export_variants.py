@@ -1,17 +1,21 @@
 """export.py's ONNX variants of each shipped network: model.int8.onnx, judged by the test metric,
-and model.optimized.onnx, checked element by element."""
+and model.optimized.onnx, checked element by element; predict runs each of them."""
 
 import hashlib
 import json
 import logging
+import re
 import shutil
 
+import numpy as np
 import pytest
-from conftest import FAST_LATENCY, compose_config
+from conftest import FAST_LATENCY, compose_config, run_cli
+from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.export import onnx_int8
 from {{ cookiecutter.package }}.tasks.export import export
+from {{ cookiecutter.package }}.tasks.predict import predict
 from {{ cookiecutter.package }}.tasks.train import train
 
 FILES = {
@@ -79,6 +83,44 @@ def test_each_network_exports_variants_that_pass_their_checks(variants):
         assert 0 < entry["test_metric"]["test/acc"] <= 1
         assert entry["max_abs_diff"] >= 0
         assert {"1", "64"} <= set(entry["latency_ms"])
+
+
+@pytest.mark.parametrize("variant", ["int8", "optimized"])
+def test_each_variant_predicts_through_the_cli(variants, variant, tmp_path):
+    _, folder = variants
+    np.save(tmp_path / "digits.npy", load_digits().images[:40])
+    overrides = [f"model_path={folder}", f"input={tmp_path / 'digits.npy'}"]
+    fp32 = predict(compose_config("predict", tmp_path / "fp32", overrides, quiet=False))
+    result = run_cli(
+        "predict.py",
+        f"model={folder}",
+        f"input={tmp_path / 'digits.npy'}",
+        f"variant={variant}",
+        f"hydra.run.dir={tmp_path / variant}",
+    )
+    assert result.returncode == 0, result.stderr
+    output = read(tmp_path / variant / "predictions.json")
+    assert output["variant"] == variant
+    same = [a["class"] == b["class"] for a, b in zip(fp32, output["predictions"], strict=True)]
+    # The optimized model computes what model.onnx does; the INT8 one nearly so.
+    assert np.mean(same) == 1.0 if variant == "optimized" else np.mean(same) >= 0.9
+
+
+def test_a_variant_file_is_run_only_as_its_variant(variants, tmp_path):
+    _, folder = variants
+    np.save(tmp_path / "digits.npy", load_digits().images[:3])
+
+    def run(model, variant):
+        overrides = [
+            f"model_path={model}",
+            f"input={tmp_path / 'digits.npy'}",
+            f"variant={variant}",
+        ]
+        return predict(compose_config("predict", tmp_path / variant, overrides, quiet=False))
+
+    assert len(run(folder / "model.int8.onnx", "int8")) == 3
+    with pytest.raises(UserError, match=re.escape("is not the variant=fp32 model of its export")):
+        run(folder / "model.int8.onnx", "fp32")
 
 
 def checksums(folder) -> dict[str, str]:
