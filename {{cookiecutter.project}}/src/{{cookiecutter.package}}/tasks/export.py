@@ -167,6 +167,9 @@ def export(cfg: DictConfig) -> dict:
     }
     save_json(staging / "report.json", summary)
     print(report.table(results, files))
+    if summary["fastest_onnx_variant"]:
+        by_size = summary["fastest_onnx_variant"].items()
+        print(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
     written = [path.name for path in files.values()]
     # Model files of an earlier export that this one does not describe.
     stale = [f.FILE for f in FORMATS.values() if f.FILE not in written]
