@@ -14,6 +14,7 @@ from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.export import onnx_int8
+from {{ cookiecutter.package }}.export.onnx_graph import fuse_transformer
 from {{ cookiecutter.package }}.tasks.export import export
 from {{ cookiecutter.package }}.tasks.predict import predict
 from {{ cookiecutter.package }}.tasks.train import train
@@ -44,17 +45,7 @@ def export_variants(run, output_dir, *overrides) -> dict:
     return export(compose_config("export", output_dir, overrides, quiet=False))
 
 
-@pytest.fixture(scope="module", params=NETS)
-def variants(request, tmp_path_factory):
-    """A network's name and the folder of its exported ONNX variants."""
-    run = request.getfixturevalue(NETS[request.param][0])
-    output_dir = tmp_path_factory.mktemp(f"variants-{request.param}")
-    export_variants(run, output_dir)
-    return request.param, output_dir
-
-
-def test_each_network_exports_variants_that_pass_their_checks(variants):
-    net, folder = variants
+def check_report_and_manifest(net: str, folder) -> None:
     report = read(folder / "report.json")
     assert report["passed"], report["failures"]
     results = report["results"]
@@ -85,42 +76,49 @@ def test_each_network_exports_variants_that_pass_their_checks(variants):
         assert {"1", "64"} <= set(entry["latency_ms"])
 
 
-@pytest.mark.parametrize("variant", ["int8", "optimized"])
-def test_each_variant_predicts_through_the_cli(variants, variant, tmp_path):
-    _, folder = variants
-    np.save(tmp_path / "digits.npy", load_digits().images[:40])
-    overrides = [f"model_path={folder}", f"input={tmp_path / 'digits.npy'}"]
-    fp32 = predict(compose_config("predict", tmp_path / "fp32", overrides, quiet=False))
-    result = run_cli(
-        "predict.py",
-        f"model={folder}",
-        f"input={tmp_path / 'digits.npy'}",
-        f"variant={variant}",
-        f"hydra.run.dir={tmp_path / variant}",
-    )
-    assert result.returncode == 0, result.stderr
-    output = read(tmp_path / variant / "predictions.json")
-    assert output["variant"] == variant
-    same = [a["class"] == b["class"] for a, b in zip(fp32, output["predictions"], strict=True)]
-    # The optimized model computes what model.onnx does; the INT8 one nearly so.
-    assert np.mean(same) == 1.0 if variant == "optimized" else np.mean(same) >= 0.9
+def predict_in_process(model, inputs, variant, output_dir) -> list[dict]:
+    overrides = [f"model_path={model}", f"input={inputs}", f"variant={variant}"]
+    return predict(compose_config("predict", output_dir, overrides, quiet=False))
 
 
-def test_a_variant_file_is_run_only_as_its_variant(variants, tmp_path):
-    _, folder = variants
-    np.save(tmp_path / "digits.npy", load_digits().images[:3])
-
-    def run(model, variant):
-        overrides = [
-            f"model_path={model}",
-            f"input={tmp_path / 'digits.npy'}",
+def check_each_variant_predicts_through_the_cli(folder, tmp_path) -> None:
+    inputs = tmp_path / "digits.npy"
+    np.save(inputs, load_digits().images[:40])
+    fp32 = predict_in_process(folder, inputs, "fp32", tmp_path / "fp32")
+    for variant in ("int8", "optimized"):
+        result = run_cli(
+            "predict.py",
+            f"model={folder}",
+            f"input={inputs}",
             f"variant={variant}",
-        ]
-        return predict(compose_config("predict", tmp_path / variant, overrides, quiet=False))
-
-    assert len(run(folder / "model.int8.onnx", "int8")) == 3
+            f"hydra.run.dir={tmp_path / variant}",
+        )
+        assert result.returncode == 0, result.stderr
+        output = read(tmp_path / variant / "predictions.json")
+        assert output["variant"] == variant
+        same = [a["class"] == b["class"] for a, b in zip(fp32, output["predictions"], strict=True)]
+        # The optimized model computes what model.onnx does; the INT8 one nearly so.
+        assert np.mean(same) == 1.0 if variant == "optimized" else np.mean(same) >= 0.9
+    # A variant's file runs as that variant only: the manifest says what it is.
+    assert predict_in_process(folder / "model.int8.onnx", inputs, "int8", tmp_path / "file")
     with pytest.raises(UserError, match=re.escape("is not the variant=fp32 model of its export")):
-        run(folder / "model.int8.onnx", "fp32")
+        predict_in_process(folder / "model.int8.onnx", inputs, "fp32", tmp_path / "wrong")
+
+
+# One test per network: its export is made once, on whichever worker runs the test.
+@pytest.mark.parametrize("net", NETS)
+def test_each_network_exports_variants_that_pass_their_checks_and_predict(net, request, tmp_path):
+    export_variants(request.getfixturevalue(NETS[net][0]), tmp_path / "export")
+    check_report_and_manifest(net, tmp_path / "export")
+    check_each_variant_predicts_through_the_cli(tmp_path / "export", tmp_path)
+
+
+def test_a_pattern_that_does_not_fuse_is_named_with_the_reason(exported_run, tmp_path):
+    # The CNN holds no attention, LayerNorm or GELU for the transformer optimizer to fuse.
+    fusion = fuse_transformer(exported_run / "model.onnx", tmp_path / "fused.onnx", 4, 64)
+    assert fusion["fused_patterns"] == {"Attention": 0, "LayerNormalization": 0, "Gelu": 0}
+    assert set(fusion["not_fused"]) == set(fusion["fused_patterns"])
+    assert "scores divided by sqrt(head size)" in fusion["not_fused"]["Attention"]
 
 
 def checksums(folder) -> dict[str, str]:
@@ -185,4 +183,7 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     assert [record.getMessage() for record in caplog.records] == []
     printed = capsys.readouterr()
     assert printed.err == ""
-    assert printed.out.splitlines()[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
+    # The table (two header lines, eager and three formats), the fastest variant, the folder.
+    lines = printed.out.splitlines()
+    assert len(lines) == 8 and lines[-2].startswith("fastest ONNX variant: ")
+    assert lines[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
