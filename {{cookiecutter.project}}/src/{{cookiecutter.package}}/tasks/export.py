@@ -124,7 +124,13 @@ def first_samples(loader: Callable[[], DataLoader], count: int) -> torch.Tensor:
     return torch.cat(batches)[:count]
 
 
-def measured(run: Runner, eager: Runner, inputs: np.ndarray, timing: dict, datamodule) -> dict:
+def measured(
+    run: Runner,
+    eager: Runner,
+    inputs: np.ndarray,
+    timing: dict,
+    datamodule: pl.LightningDataModule,
+) -> dict:
     """Parity with the eager model and latency on `inputs`, and the metric on the test split."""
     task = datamodule.contract["target"]["task"]
     held_out = ((x.numpy(), y.numpy()) for x, y in datamodule.test_dataloader())
