@@ -184,6 +184,27 @@ def exported_run(trained_run, tmp_path_factory) -> Path:
     return output_dir
 
 
+def train_briefly(tmp_path_factory, name: str, overrides: list[str]) -> Path:
+    """A real training run of a few epochs, for tests of what its model exports."""
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    output_dir = tmp_path_factory.mktemp(name)
+    train(compose_config("train", output_dir, [*overrides, "trainer.max_epochs=3"]))
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def mlp_run(tmp_path_factory) -> Path:
+    """The MLP on the digits, trained briefly."""
+    return train_briefly(tmp_path_factory, "mlp", ["model/net=mlp"])
+
+
+@pytest.fixture(scope="session")
+def transformer_run(tmp_path_factory) -> Path:
+    """The vision transformer on the digits, trained briefly."""
+    return train_briefly(tmp_path_factory, "transformer", ["model/net=transformer"])
+
+
 @pytest.fixture(scope="session")
 def example_data(tmp_path_factory) -> dict[str, Path]:
     """The example data, as scripts/ writes it for users: image folders and CSV tables."""

@@ -1,5 +1,7 @@
 """Every option of every config group composes, and what it describes can be built."""
 
+import re
+
 import pytest
 import torch
 from conftest import CONFIGS, compose_config, example_overrides
@@ -10,6 +12,7 @@ from {{ cookiecutter.package }}.builders import (
     build_model,
     instantiate_group,
 )
+from {{ cookiecutter.package }}.console import UserError
 
 GROUPS = ["data", "model", "trainer", "callbacks", "logger", "debug", "experiment"]
 ACCELERATORS = {
@@ -82,3 +85,31 @@ def test_network_shapes_come_from_the_data_config(tmp_path):
     assert cfg.model.num_classes == cfg.data.num_classes
     mlp = compose_config("train", tmp_path, ["model/net=mlp"]).model.net
     assert mlp.in_features == cfg.data.num_features
+
+
+@pytest.mark.parametrize(
+    ("data", "tokens"),
+    # Images: a 2x2 grid of patches; the breast cancer table: one token per feature. And CLS.
+    [("digits", 5), ("images", 5), ("table", 31)],
+)
+def test_the_transformer_is_built_for_the_data(data, tokens, example_data, tmp_path):
+    overrides = [f"data={data}", *example_overrides(data, example_data), "model/net=transformer"]
+    cfg = compose_config("train", tmp_path, overrides)
+    datamodule = build_datamodule(cfg)
+    net = build_model(cfg, datamodule).net
+    inputs, _ = next(iter(datamodule.train_dataloader()))
+    assert net.tokens(inputs).shape[1] + 1 == tokens
+    assert net(inputs).shape == (len(inputs), datamodule.shapes["num_classes"])
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("model.net.heads=5", "model.net.dim=64 must be a multiple of model.net.heads=5"),
+        ("model.net.grid=3", "model.net.grid=3 does not divide data.image_size=8 into patches"),
+    ],
+)
+def test_transformer_settings_that_cannot_work_are_one_line(override, message, tmp_path):
+    cfg = compose_config("train", tmp_path, ["model/net=transformer", override])
+    with pytest.raises(UserError, match="^" + re.escape(message)):
+        build_model(cfg)

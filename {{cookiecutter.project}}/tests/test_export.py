@@ -65,6 +65,13 @@ def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run)
         assert all(ms > 0 for ms in result["latency_ms"].values())
 
 
+def test_model_onnx_holds_no_node_metadata_nor_paths_of_this_machine(exported_run):
+    # The exporter records each node's stack trace and module path; inference needs none of it.
+    model = onnx.load(exported_run / "model.onnx")
+    assert not any(node.metadata_props or node.doc_string for node in model.graph.node)
+    assert str(ROOT).encode() not in (exported_run / "model.onnx").read_bytes()
+
+
 # export.py acknowledges this once; here torch.jit is called directly, on purpose.
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
 def test_artifacts_reloaded_by_their_runtimes_match_the_eager_model(
@@ -133,6 +140,13 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
             "torchscript_method='compile' is unknown; choose trace or script",
         ),
         ("ckpt_path=null", "export needs a checkpoint: pass ckpt_path="),
+        (
+            "formats=[torchscript,onnx_int8]",
+            "onnx_int8 is made from model.onnx: add onnx to formats, e.g. "
+            "formats=[onnx,onnx_int8]",
+        ),
+        ("max_metric_drop=-1", "max_metric_drop=-1 must be a number of points, 0 or more"),
+        ("calibration_samples=0", "calibration_samples=0 must be a whole number of at least 1"),
     ],
 )
 def test_bad_options_fail_before_any_work(override, message, tmp_path):

@@ -124,6 +124,18 @@ def test_bad_inputs_name_what_was_expected(exported_run, tmp_path, model, input,
     assert not (tmp_path / "run" / "predictions.json").exists()
 
 
+def test_a_variant_the_export_lacks_is_one_line_naming_those_it_holds(
+    exported_run, digits, tmp_path
+):
+    np.save(tmp_path / "digits.npy", digits[0][:3])
+    overrides = [f"model_path={exported_run}", f"input={tmp_path / 'digits.npy'}", "variant=int8"]
+    with pytest.raises(UserError) as error:
+        predict(compose_config("predict", tmp_path / "run", overrides, quiet=False))
+    assert str(error.value) == (
+        f"variant=int8 is not an ONNX model of the export in {exported_run}; it holds fp32"
+    )
+
+
 def strict_json(path):
     """The file parsed as strict JSON: NaN and Infinity, which json.dumps writes by default and
     most parsers outside Python reject, fail the test."""

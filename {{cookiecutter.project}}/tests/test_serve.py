@@ -47,6 +47,7 @@ START_ERRORS = {
     "busy wait": ([EXPORT, "batch_timeout=0"], "batch_timeout=0 with batching keeps an idle"),
     "timeout": ([EXPORT, "batch_timeout=-1"], "batch_timeout=-1 must be seconds from 0 to below"),
     "empty key": ([EXPORT, "api_key_env=EMPTY_TEST_KEY"], "EMPTY_TEST_KEY is set but empty"),
+    "variant": ([EXPORT, "variant=int8"], "variant=int8 is not an ONNX model of the export in"),
 }
 
 

@@ -3,6 +3,7 @@
 import importlib
 
 import pytorch_lightning as pl
+from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
@@ -113,7 +114,17 @@ def check_task(model_class: type, target: dict) -> None:
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
     # The model builds its parts itself from plain dicts, which it saves as hyperparameters.
-    return instantiate(config, _recursive_=False, _convert_="all")
+    try:
+        return instantiate(config, _recursive_=False, _convert_="all")
+    except InstantiationException as error:
+        # A network that refuses its settings raises a UserError, which Hydra wraps once for
+        # the network and once for the model: one line for the user, not the wrapping.
+        cause = error
+        while isinstance(cause, InstantiationException) and cause.__cause__:
+            cause = cause.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise
 
 
 def build_trained(

@@ -16,7 +16,7 @@ from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidProtobuf
 
 from .console import UserError
 from .files import sha256
-from .onnx_session import open_session, run
+from .onnx_session import VARIANTS, open_session, run
 from .preprocess import IMAGE_SUFFIXES, decode_image, encode_table, normalize, read_table
 
 TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
@@ -31,9 +31,13 @@ MANIFEST_FIELDS = {
 }
 
 
-def load_export(path: Path, threads: int = 0) -> tuple[ort.InferenceSession, dict]:
-    """The session of an export's model.onnx, and the manifest.json export.py wrote beside it,
-    checked against each other before anything is predicted."""
+def load_export(
+    path: Path, threads: int = 0, variant: str = "fp32"
+) -> tuple[ort.InferenceSession, dict]:
+    """The session of one ONNX variant of an export (fp32: model.onnx, int8: model.int8.onnx,
+    optimized: model.optimized.onnx), and the manifest.json export.py wrote beside it, checked
+    against each other before anything is predicted. `path` is the export's folder, or the
+    variant's file in it."""
     model = path / "model.onnx" if path.is_dir() else path
     if not model.is_file():
         raise UserError(
@@ -43,17 +47,41 @@ def load_export(path: Path, threads: int = 0) -> tuple[ort.InferenceSession, dic
     manifest_path = model.parent / "manifest.json"
     if not manifest_path.is_file():
         raise UserError(f"no manifest.json next to {model}; pass the folder of an export.py run")
+    manifest = read_manifest(manifest_path)
+    entry = variant_entry(manifest, variant, model.parent)
+    if path.is_dir():
+        model = path / entry["file"]
+        if not model.is_file():
+            raise UserError(
+                f"{path} lacks {entry['file']}, which its manifest lists; export again"
+            )
     try:
         session = open_session(model, threads)
     except (InvalidProtobuf, Fail):
         message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
         raise UserError(message) from None
-    manifest = read_manifest(manifest_path)
+    if model.name != entry["file"]:
+        raise UserError(
+            f"{model} is not the variant={variant} model of its export, {entry['file']} is: pass "
+            "model=<export dir> with the variant to run (fp32, int8 or optimized)"
+        )
     # The preprocessing and class names below are only right for the model they came with.
-    if sha256(model) != manifest["formats"].get("onnx", {}).get("sha256"):
+    if sha256(model) != entry.get("sha256"):
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
     check_manifest(manifest, session, manifest_path)
     return session, manifest
+
+
+def variant_entry(manifest: dict, variant: str, folder: Path) -> dict:
+    """The manifest's entry of the ONNX file that `variant` names; one line naming the variants
+    the export holds when it holds no such file."""
+    held = [name for name, format in VARIANTS.items() if format in manifest["formats"]]
+    if variant not in held:
+        raise UserError(
+            f"variant={variant} is not an ONNX model of the export in {folder}; it holds "
+            f"{', '.join(held) or 'none'}"
+        )
+    return manifest["formats"][VARIANTS[variant]]
 
 
 def read_manifest(path: Path) -> dict:

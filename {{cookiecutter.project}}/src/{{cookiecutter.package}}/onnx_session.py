@@ -8,6 +8,9 @@ import onnxruntime as ort
 # The names export.py gives the graph's input and output.
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
+# The ONNX files an export may hold, by the name predict and serve choose them with, and the
+# format that writes each (export.py's `formats`).
+VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
 
 
 def open_session(path: str | Path, threads: int = 0) -> ort.InferenceSession:

@@ -178,18 +178,20 @@ async def from_upload(request: Request, body: bytes, manifest: dict, limit: int)
 class ExportAPI(ls.LitAPI):
     """Predictions of an export, as predict.py makes them: one onnxruntime session per worker.
 
-    Pickled to each worker process, so it holds only the export's path and the thread count
-    until `setup` runs there."""
+    Pickled to each worker process, so it holds only the export's path, the ONNX variant and the
+    thread count until `setup` runs there."""
 
-    def __init__(self, export_dir: str, threads: int, **batching):
+    def __init__(self, export_dir: str, variant: str, threads: int, **batching):
         super().__init__(**batching)
-        self.export_dir, self.threads = export_dir, threads
+        self.export_dir, self.variant, self.threads = export_dir, variant, threads
 
     def setup(self, device):
         # Ctrl-C reaches every process in a terminal: the main process stops this one, after
         # the HTTP processes have answered what they hold (tasks/serve.py).
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        self.session, self.manifest = load_export(Path(self.export_dir), self.threads)
+        self.session, self.manifest = load_export(
+            Path(self.export_dir), self.threads, self.variant
+        )
 
     def decode_request(self, request: Annotated[Samples, Depends(parsed_request)]):
         return request
@@ -229,6 +231,7 @@ class ExportAPI(ls.LitAPI):
 
 def build_server(
     export_dir: Path,
+    variant: str,
     manifest: dict,
     workers: int,
     threads: int,
@@ -240,7 +243,11 @@ def build_server(
     """The server of an export whose manifest is checked: POST /predict, GET /health (LitServe's
     own), GET /info and the page at /."""
     api = ExportAPI(
-        str(export_dir), threads, max_batch_size=max_batch_size, batch_timeout=batch_timeout
+        str(export_dir),
+        variant,
+        threads,
+        max_batch_size=max_batch_size,
+        batch_timeout=batch_timeout,
     )
     # accelerator="cpu": "auto" imports torch to look for a GPU. onnxruntime chooses its own
     # providers. No OpenAPI pages: /predict reads its body itself, so they would describe nothing.
@@ -252,6 +259,7 @@ def build_server(
     app.state.manifest, app.state.max_request_bytes = manifest, max_request_bytes
     app.state.api_key = api_key
     settings = {
+        "variant": variant,
         "workers": workers,
         "threads": threads,
         "max_batch_size": max_batch_size,

@@ -1,5 +1,7 @@
 """Deployable copies of a trained network, each reloaded and checked against the original.
 
-`task.export` runs it all; one module per format (`onnx`, `torchscript`, `torch_export`) saves and
-reloads its artifact; `verify` measures parity and latency; `report` writes what an export leaves.
+`task.export` runs it all; one module per format (`onnx`, `torchscript`, `torch_export`, and the
+variants of model.onnx, `onnx_int8` and `onnx_optimized`) saves and reloads its artifact;
+`onnx_graph` holds what the ONNX formats share; `verify` measures parity, the task metric and
+latency; `report` writes what an export leaves.
 """

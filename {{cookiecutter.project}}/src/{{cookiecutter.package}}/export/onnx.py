@@ -7,7 +7,8 @@ import onnx
 import torch
 
 from ..files import staged
-from ..onnx_session import INPUT_NAME, OUTPUT_NAME, open_session, run
+from ..onnx_session import INPUT_NAME, OUTPUT_NAME
+from .onnx_graph import runner, strip_node_metadata
 from .verify import Runner
 
 FILE = "model.onnx"
@@ -40,10 +41,9 @@ def save(
             external_data=False,
             verbose=False,
         )
+        strip_node_metadata(partial)
         onnx.checker.check_model(partial, full_check=True)
 
 
 def load(path: Path) -> Runner:
-    # The same session, full graph optimization included, that predict.py serves with.
-    session = open_session(path)
-    return lambda inputs: run(session, inputs)
+    return runner(path)

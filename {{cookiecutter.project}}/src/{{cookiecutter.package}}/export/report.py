@@ -8,15 +8,38 @@ import torch
 
 from ..console import format_table
 from ..files import sha256
-from ..onnx_session import INPUT_NAME, OUTPUT_NAME
+from ..onnx_session import INPUT_NAME, OUTPUT_NAME, VARIANTS
+
+FORMAT_VARIANTS = {name: variant for variant, name in VARIANTS.items()}
+# Quantized: its outputs differ from fp32 by design, so the test metric judges it, not atol.
+BY_METRIC = ("onnx_int8",)
 
 
-def manifest(files: dict[str, Path], contract: dict, opset: int, checkpoint: Path) -> dict:
+def worst_diff(result: dict) -> float:
+    return max(check["max_abs_diff"] for check in result["parity"].values())
+
+
+def describe(path: Path, result: dict) -> dict:
+    """A format's entry in manifest.json: its file, checksum and size, the ONNX variant it is,
+    and how it measured: the test metric, its largest difference to eager, its latency."""
+    return {
+        "file": path.name,
+        "sha256": sha256(path),
+        "bytes": result["bytes"],
+        "test_metric": result["metric"],
+        "max_abs_diff": worst_diff(result),
+        "latency_ms": result["latency_ms"],
+    } | ({"variant": result["variant"]} if "variant" in result else {})
+
+
+def manifest(
+    files: dict[str, Path], results: dict[str, dict], contract: dict, opset: int, checkpoint: Path
+) -> dict:
     """What a runtime needs to feed the artifacts and read their outputs: the data contract of
     training (the input, its preprocessing, the task and its target: class names, or the target's
-    name, units and standardization), the opset and checksums."""
+    name, units and standardization), the opset, and each file with its checksum and figures."""
     return {
-        "formats": {name: {"file": p.name, "sha256": sha256(p)} for name, p in files.items()},
+        "formats": {name: describe(path, results[name]) for name, path in files.items()},
         "task": contract["target"]["task"],
         "input": {
             "name": INPUT_NAME,
@@ -36,27 +59,87 @@ def manifest(files: dict[str, Path], contract: dict, opset: int, checkpoint: Pat
     }
 
 
-def failures(results: dict[str, dict], atol: float) -> list[str]:
-    """One line for each format whose logits differ from the eager model's by more than `atol`."""
-    return [
-        f"{name} differs from the eager model by {check['max_abs_diff']:.3g} "
-        f"at batch size {size} (atol={atol})"
-        for name, result in results.items()
-        for size, check in result["parity"].items()
-        if not check["max_abs_diff"] <= atol  # a NaN fails too
-    ]
+def facts(name: str, path: Path, results: dict[str, dict]) -> dict:
+    """What the report says of a format besides its measurements: its file's size, the ONNX
+    variant it is, and for one judged by the metric, the points of it that it loses against
+    model.onnx (hundredths of the metric: 0.5 is half a percentage point of accuracy, or 0.005
+    of R²; negative when it gains)."""
+    about = {"bytes": path.stat().st_size}
+    if name in FORMAT_VARIANTS:
+        about["variant"] = FORMAT_VARIANTS[name]
+    if name in BY_METRIC:
+        ((metric, fp32),) = results["onnx"]["metric"].items()
+        about["metric_drop"] = 100 * (fp32 - results[name]["metric"][metric])
+    return about
+
+
+def failures(results: dict[str, dict], atol: float, max_metric_drop: float) -> list[str]:
+    """One line for each format that fails its check: its logits differ from the eager model's by
+    more than `atol`, or (a quantized format) it loses more than `max_metric_drop` points of the
+    test metric against model.onnx."""
+    lines = []
+    for name, result in results.items():
+        if name in BY_METRIC:
+            if not result["metric_drop"] <= max_metric_drop:  # a NaN fails too
+                ((metric, value),) = result["metric"].items()
+                fp32 = results["onnx"]["metric"][metric]
+                lines.append(
+                    f"{name} loses {result['metric_drop']:.2f} points of {metric} against "
+                    f"model.onnx ({fp32:.4f} -> {value:.4f}; max_metric_drop={max_metric_drop})"
+                )
+            continue
+        lines += [
+            f"{name} differs from the eager model by {check['max_abs_diff']:.3g} "
+            f"at batch size {size} (atol={atol})"
+            for size, check in result["parity"].items()
+            if not check["max_abs_diff"] <= atol  # a NaN fails too
+        ]
+    return lines
+
+
+def fastest(results: dict[str, dict]) -> dict[str, str]:
+    """The fastest ONNX variant at each batch size, where the export holds more than one."""
+    timed = {
+        result["variant"]: result["latency_ms"]
+        for result in results.values()
+        if "variant" in result
+    }
+    if len(timed) < 2:
+        return {}
+    sizes = next(iter(timed.values()))
+    return {size: min(timed, key=lambda variant: timed[variant][size]) for size in sizes}
 
 
 def table(results: dict[str, dict], files: dict[str, Path]) -> str:
-    """Parity and latency per format; each latency with its speed-up over eager PyTorch."""
+    """Size, test metric, parity and latency per format; each latency with its speed-up over
+    eager PyTorch."""
     eager = results["eager"]["latency_ms"]
-    headers = ["format", "file", "max |diff|", "argmax agree", *(f"ms @ batch {n}" for n in eager)]
+    metric = next(iter(results["eager"]["metric"]))
+    headers = [
+        "format",
+        "file",
+        "KiB",
+        metric,
+        "max |diff|",
+        "argmax agree",
+        *(f"ms @ batch {n}" for n in eager),
+    ]
     rows = []
     for name, result in results.items():
-        checks = result["parity"].values()
         timings = [f"{ms:.3f} ({eager[n] / ms:.1f}x)" for n, ms in result["latency_ms"].items()]
-        worst_diff = max(check["max_abs_diff"] for check in checks)
-        worst_agreement = min(check["argmax_agreement"] for check in checks)
-        file = files[name].name if name in files else "-"
-        rows.append([name, file, f"{worst_diff:.2g}", f"{worst_agreement:.1%}", *timings])
+        worst_agreement = min(check["argmax_agreement"] for check in result["parity"].values())
+        file, size = (
+            (files[name].name, f"{result['bytes'] / 1024:.1f}") if name in files else ("-", "-")
+        )
+        rows.append(
+            [
+                name,
+                file,
+                size,
+                f"{result['metric'][metric]:.4f}",
+                f"{worst_diff(result):.2g}",
+                f"{worst_agreement:.1%}",
+                *timings,
+            ]
+        )
     return format_table(headers, rows)

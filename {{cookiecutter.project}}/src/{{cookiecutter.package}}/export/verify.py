@@ -1,8 +1,9 @@
-"""Parity with the eager model and latency, measured the same way for every format."""
+"""Parity with the eager model, the task metric on the test split, and latency, measured the
+same way for every format."""
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
@@ -26,6 +27,22 @@ def parity(run: Runner, expected: np.ndarray, inputs: np.ndarray) -> dict:
         "max_abs_diff": float(np.abs(logits - expected).max()),
         "argmax_agreement": float((logits.argmax(1) == expected.argmax(1)).mean()),
     }
+
+
+def task_metric(outputs: np.ndarray, targets: np.ndarray, task: str) -> dict[str, float]:
+    """The test metric, named as training logs it: accuracy of class logits (`test/acc`), or
+    R² of a standardized value (`test/r2`; standardizing both sides leaves R² unchanged)."""
+    if task == "classification":
+        return {"test/acc": float((outputs.argmax(1) == targets).mean())}
+    predicted, targets = outputs[:, 0].astype(np.float64), targets.astype(np.float64)
+    residual = ((targets - predicted) ** 2).sum()
+    return {"test/r2": float(1 - residual / ((targets - targets.mean()) ** 2).sum())}
+
+
+def split_metric(run: Runner, batches: Iterable[tuple[np.ndarray, np.ndarray]], task: str) -> dict:
+    """`task_metric` of what `run` outputs for every (inputs, targets) batch of the test split."""
+    outputs, targets = zip(*((run(inputs), target) for inputs, target in batches), strict=True)
+    return task_metric(np.concatenate(outputs), np.concatenate(targets), task)
 
 
 def latency_ms(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> float:

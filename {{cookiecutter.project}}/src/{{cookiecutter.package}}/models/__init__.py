@@ -2,5 +2,6 @@ from .base import NetModule
 from .classifier import Classifier
 from .nets import MLP, SmallCNN
 from .regressor import Regressor
+from .transformer import Transformer
 
-__all__ = ["MLP", "Classifier", "NetModule", "Regressor", "SmallCNN"]
+__all__ = ["MLP", "Classifier", "NetModule", "Regressor", "SmallCNN", "Transformer"]

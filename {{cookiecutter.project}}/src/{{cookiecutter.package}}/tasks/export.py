@@ -1,29 +1,57 @@
 """Export: write each format, reload it from disk, check it against the eager model, report."""
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytorch_lightning as pl
 import torch
 from omegaconf import DictConfig
+from torch.utils.data import DataLoader
 
 from ..builders import build_trained
 from ..console import UserError
-from ..export import onnx, report, torch_export, torchscript
-from ..export.verify import measure, torch_runner
+from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
+from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import fresh_folder, move_files, save_json
+from ..models import Transformer
 
-FORMATS = {"onnx": onnx, "torchscript": torchscript, "torch_export": torch_export}
+FORMATS = {
+    "onnx": onnx,
+    "torchscript": torchscript,
+    "torch_export": torch_export,
+    "onnx_int8": onnx_int8,
+    "onnx_optimized": onnx_optimized,
+}
+# Made from model.onnx: written after it.
+FROM_ONNX = ("onnx_int8", "onnx_optimized")
 
 
-def savers(cfg: DictConfig) -> dict:
-    """Each format's `save(net, example, path)`, with the options the config gives it."""
+def savers(
+    cfg: DictConfig,
+    net: torch.nn.Module,
+    example: torch.Tensor,
+    datamodule: pl.LightningDataModule,
+    staging: Path,
+) -> dict:
+    """Each format's `save(path)`, with the options the config gives it. Those made from
+    model.onnx read it in `staging`, and return how they made their file, for the report."""
     # Any batch size; every other dimension as in training.
     dynamic_shapes = ({0: torch.export.Dim("batch", min=1)},)
+    fp32 = staging / onnx.FILE
+    # onnxruntime's transformer optimizer fuses a transformer's graph, given its heads and width.
+    attention = (net.heads, net.dim) if isinstance(net, Transformer) else None
+
+    def calibration() -> np.ndarray:  # read only for a static quantization
+        return first_samples(datamodule.train_dataloader, cfg.calibration_samples).numpy()
+
     return {
-        "onnx": partial(onnx.save, dynamic_shapes=dynamic_shapes, opset=cfg.opset),
-        "torchscript": partial(torchscript.save, method=cfg.torchscript_method),
-        "torch_export": partial(torch_export.save, dynamic_shapes=dynamic_shapes),
+        "onnx": partial(onnx.save, net, example, dynamic_shapes=dynamic_shapes, opset=cfg.opset),
+        "torchscript": partial(torchscript.save, net, example, method=cfg.torchscript_method),
+        "torch_export": partial(torch_export.save, net, example, dynamic_shapes=dynamic_shapes),
+        "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration, attention=attention),
+        "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
     }
 
 
@@ -42,8 +70,23 @@ def check_config(cfg: DictConfig) -> None:
             f"torchscript_method={cfg.torchscript_method!r} is unknown; "
             f"choose {' or '.join(torchscript.METHODS)}"
         )
+    derived = [name for name in cfg.formats if name in FROM_ONNX]
+    if derived and "onnx" not in cfg.formats:
+        raise UserError(
+            f"{derived[0]} is made from model.onnx: add onnx to formats, e.g. "
+            f"formats=[onnx,{','.join(derived)}]"
+        )
     if not all(isinstance(size, int) and size > 0 for size in cfg.batch_sizes):
         raise UserError(f"batch_sizes={list(cfg.batch_sizes)} must be positive whole numbers")
+    if type(cfg.max_metric_drop) not in (int, float) or not cfg.max_metric_drop >= 0:
+        raise UserError(
+            f"max_metric_drop={cfg.max_metric_drop} must be a number of points, 0 or more: "
+            "e.g. 0.5, half a percentage point of accuracy"
+        )
+    if type(cfg.calibration_samples) is not int or cfg.calibration_samples < 1:
+        raise UserError(
+            f"calibration_samples={cfg.calibration_samples} must be a whole number of at least 1"
+        )
     if Path(cfg.output_dir).is_file():
         raise UserError(f"output_dir={cfg.output_dir} is a file; pass a folder for the export")
 
@@ -61,17 +104,37 @@ def load_net_and_samples(
     datamodule.prepare_data()
     datamodule.setup("test")
     # At least two: torch.export would fix the batch size of a one-sample example to 1.
-    needed, batches = max(*cfg.batch_sizes, 2), []
-    for inputs, _ in datamodule.test_dataloader():
-        batches.append(inputs)
-        if sum(map(len, batches)) >= needed:
-            break
-    samples = torch.cat(batches)[:needed]
+    needed = max(*cfg.batch_sizes, 2)
+    samples = first_samples(datamodule.test_dataloader, needed)
     if len(samples) < needed:
         raise UserError(
             f"batch_sizes needs {needed} test samples; the test split holds {len(samples)}"
         )
     return net, samples, datamodule
+
+
+def first_samples(loader: Callable[[], DataLoader], count: int) -> torch.Tensor:
+    """The inputs of the first `count` samples (or all, if fewer) of a new `loader()`."""
+    batches, seen = [], 0
+    for inputs, _ in loader():
+        batches.append(inputs)
+        seen += len(inputs)
+        if seen >= count:
+            break
+    return torch.cat(batches)[:count]
+
+
+def measured(
+    run: Runner,
+    eager: Runner,
+    inputs: np.ndarray,
+    timing: dict,
+    datamodule: pl.LightningDataModule,
+) -> dict:
+    """Parity with the eager model and latency on `inputs`, and the metric on the test split."""
+    task = datamodule.contract["target"]["task"]
+    held_out = ((x.numpy(), y.numpy()) for x, y in datamodule.test_dataloader())
+    return measure(run, eager, inputs, **timing) | {"metric": split_metric(run, held_out, task)}
 
 
 def export(cfg: DictConfig) -> dict:
@@ -88,17 +151,31 @@ def export(cfg: DictConfig) -> dict:
     inputs = samples.numpy()
 
     timing = {"batch_sizes": list(cfg.batch_sizes), **cfg.latency}
-    results, files, save = {"eager": measure(eager, eager, inputs, **timing)}, {}, savers(cfg)
-    for name in cfg.formats:
+    results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
+    files, save = {}, savers(cfg, net, samples, datamodule, staging)
+    for name in sorted(cfg.formats, key=lambda name: name in FROM_ONNX):
         files[name] = staging / FORMATS[name].FILE
-        save[name](net, samples, files[name])
+        how = save[name](files[name]) or {}
         # Measured on the artifact as reloaded from disk, not on the object that wrote it.
-        results[name] = measure(FORMATS[name].load(files[name]), eager, inputs, **timing)
+        results[name] = measured(
+            FORMATS[name].load(files[name]), eager, inputs, timing, datamodule
+        )
+        results[name] |= how | report.facts(name, files[name], results)
 
-    failed = report.failures(results, cfg.atol)
-    summary = {"atol": cfg.atol, "passed": not failed, "failures": failed, "results": results}
+    failed = report.failures(results, cfg.atol, cfg.max_metric_drop)
+    summary = {
+        "atol": cfg.atol,
+        "max_metric_drop": cfg.max_metric_drop,
+        "passed": not failed,
+        "failures": failed,
+        "fastest_onnx_variant": report.fastest(results),
+        "results": results,
+    }
     save_json(staging / "report.json", summary)
     print(report.table(results, files))
+    if summary["fastest_onnx_variant"]:
+        by_size = summary["fastest_onnx_variant"].items()
+        print(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
     written = [path.name for path in files.values()]
     # Model files of an earlier export that this one does not describe.
     stale = [f.FILE for f in FORMATS.values() if f.FILE not in written]
@@ -113,7 +190,7 @@ def export(cfg: DictConfig) -> dict:
         raise UserError(
             f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
         )
-    manifest = report.manifest(files, datamodule.contract, cfg.opset, Path(cfg.ckpt_path))
+    manifest = report.manifest(files, results, datamodule.contract, cfg.opset, Path(cfg.ckpt_path))
     save_json(staging / "manifest.json", manifest)
     move_files(staging, destination, [*written, "report.json", "manifest.json"], stale)
     staging.rmdir()

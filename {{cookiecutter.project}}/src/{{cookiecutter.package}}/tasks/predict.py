@@ -40,7 +40,7 @@ def check_options(cfg) -> None:
 def predict(cfg) -> list[dict]:
     """Predicts every sample of `cfg.input`, prints a table and writes predictions.json."""
     check_options(cfg)
-    session, manifest = load_export(Path(cfg.model_path))
+    session, manifest = load_export(Path(cfg.model_path), variant=cfg.variant)
     inputs, sources = read_inputs(Path(cfg.input), manifest)
     invalid = non_finite(inputs)
     if invalid.any() and cfg.invalid_inputs == "error":
@@ -57,6 +57,11 @@ def predict(cfg) -> list[dict]:
     ]
     columns = ["value"] if manifest["task"] == "regression" else ["class", "probability"]
     print(format_table(["input", *columns], [table_row(p) for p in predicted]))
-    output = {"model": str(cfg.model_path), "task": manifest["task"], "predictions": predicted}
+    output = {
+        "model": str(cfg.model_path),
+        "variant": cfg.variant,
+        "task": manifest["task"],
+        "predictions": predicted,
+    }
     save_json(Path(cfg.output_dir) / "predictions.json", output)
     return predicted

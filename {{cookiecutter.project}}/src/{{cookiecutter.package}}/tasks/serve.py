@@ -109,7 +109,7 @@ def serve(cfg) -> None:
     check_options(cfg)
     # A missing export, or a model its manifest does not describe, stops here in one line,
     # before any process starts; each worker opens its own session.
-    _, manifest = load_export(Path(cfg.model_path))
+    _, manifest = load_export(Path(cfg.model_path), variant=cfg.variant)
     key = api_key(cfg.api_key_env)
     check_port(cfg.host, cfg.port)
     try:
@@ -122,6 +122,7 @@ def serve(cfg) -> None:
     export_dir = Path(cfg.model_path)
     server = build_server(
         export_dir.parent if export_dir.is_file() else export_dir,
+        cfg.variant,
         manifest,
         workers=cfg.workers,
         threads=cfg.threads,

@@ -1,0 +1,113 @@
+"""What the ONNX formats share: their runner, the operators a graph holds, the exporter's node
+metadata removed, onnxruntime's transformer fusion, and onnxruntime's tools kept quiet."""
+
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import onnx
+from onnxruntime.transformers.fusion_options import FusionOptions
+from onnxruntime.transformers.optimizer import optimize_model
+
+from ..onnx_session import open_session, run
+from .verify import Runner
+
+# The operators that implement each pattern the transformer optimizer fuses, and what keeps it
+# from fusing. LayerNormalization is one ONNX operator in every export (opset 17 and later).
+PATTERNS = {
+    "Attention": (
+        ("Attention", "MultiHeadAttention"),
+        "Softmax and MatMul remain: the optimizer matches separate query, key and value Linear "
+        "layers, scores divided by sqrt(head size), no mask, and residuals written branch + x "
+        "(models/transformer.py)",
+    ),
+    "LayerNormalization": (
+        ("LayerNormalization", "SkipLayerNormalization"),
+        "the network normalizes without nn.LayerNorm",
+    ),
+    "Gelu": (
+        ("Gelu", "BiasGelu", "FastGelu"),
+        "the Erf of an exact nn.GELU is what fuses; another activation, or GELU's tanh "
+        "approximation, does not",
+    ),
+}
+
+
+def runner(path: Path) -> Runner:
+    # The same session, full graph optimization included, that predict.py serves with.
+    session = open_session(path)
+    return lambda inputs: run(session, inputs)
+
+
+def operators(path: Path) -> Counter:
+    """How many nodes of each operator the main graph holds; contrib ones as com.microsoft.<op>."""
+    nodes = onnx.load(path, load_external_data=False).graph.node
+    return Counter(
+        f"{node.domain}.{node.op_type}" if node.domain else node.op_type for node in nodes
+    )
+
+
+def new_operators(before: Counter, after: Counter) -> dict[str, int]:
+    """The operators an optimizer added or multiplied, with their count after it: what it fused.
+    A count by name alone would claim the LayerNormalization nodes every export holds."""
+    return {op: count for op, count in sorted(after.items()) if count > before[op]}
+
+
+def strip_node_metadata(path: Path) -> None:
+    """Removes what the dynamo exporter records on every node (stack trace, module path, FX node):
+    inference ignores it, it holds absolute paths of the machine that exported, so checksums
+    would depend on where the project lives, and it is a quarter of a small transformer's file,
+    which quantization would keep."""
+    model = onnx.load(path)
+    for node in model.graph.node:
+        del node.metadata_props[:]
+        node.doc_string = ""
+    onnx.save(model, path)
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
+    """onnxruntime's quantization and transformer tools log every step at INFO through the root
+    logger or loggers that inherit its level, which Hydra sets to INFO: raised for the call."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def fuse_transformer(source: Path, path: Path, heads: int, dim: int) -> dict:
+    """Writes `source` with its attention, LayerNorm and GELU subgraphs fused into onnxruntime's
+    contrib operators; returns how many operators implement each pattern, and why any did not
+    fuse."""
+    options = FusionOptions("vit")
+    # Residual Add + LayerNormalization stay two operators: onnxruntime's CPU kernel for the
+    # fused SkipLayerNormalization is several times slower than both at batch 64, and gives back
+    # most of what the fused attention saves.
+    options.enable_skip_layer_norm = options.enable_bias_skip_layer_norm = False
+    with quiet():
+        # opt_level=0: the Python fusions only, no CPU-specific operators (the serving session
+        # optimizes further when it loads the file), and no torch import.
+        model = optimize_model(
+            str(source),
+            model_type="vit",
+            num_heads=heads,
+            hidden_size=dim,
+            opt_level=0,
+            use_gpu=False,
+            optimization_options=options,
+        )
+        model.save_model_to_file(str(path))
+    after = operators(path)
+    counts = {
+        pattern: sum(after[op] + after[f"com.microsoft.{op}"] for op in ops)
+        for pattern, (ops, _) in PATTERNS.items()
+    }
+    return {
+        "fused_patterns": counts,
+        "not_fused": {pattern: PATTERNS[pattern][1] for pattern, n in counts.items() if not n},
+    }

@@ -1,0 +1,189 @@
+"""export.py's ONNX variants of each shipped network: model.int8.onnx, judged by the test metric,
+and model.optimized.onnx, checked element by element; predict runs each of them."""
+
+import hashlib
+import json
+import logging
+import re
+import shutil
+
+import numpy as np
+import pytest
+from conftest import FAST_LATENCY, compose_config, run_cli
+from sklearn.datasets import load_digits
+
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.export import onnx_int8
+from {{ cookiecutter.package }}.export.onnx_graph import fuse_transformer
+from {{ cookiecutter.package }}.tasks.export import export
+from {{ cookiecutter.package }}.tasks.predict import predict
+from {{ cookiecutter.package }}.tasks.train import train
+
+FILES = {
+    "onnx": "model.onnx",
+    "onnx_int8": "model.int8.onnx",
+    "onnx_optimized": "model.optimized.onnx",
+}
+VARIANTS = {"onnx": "fp32", "onnx_int8": "int8", "onnx_optimized": "optimized"}
+# Each shipped network's training run (conftest.py), and how export quantizes it: statically
+# where the graph holds convolutions, dynamically where it holds linear layers only.
+NETS = {
+    "cnn": ("trained_run", "static"),
+    "mlp": ("mlp_run", "dynamic"),
+    "transformer": ("transformer_run", "dynamic"),
+}
+
+
+def read(path):
+    return json.loads(path.read_text())
+
+
+def export_variants(run, output_dir, *overrides) -> dict:
+    best = run / "checkpoints" / "best.ckpt"
+    formats = f"formats=[{','.join(FILES)}]"
+    overrides = [f"ckpt_path={best}", formats, *FAST_LATENCY, *overrides]
+    return export(compose_config("export", output_dir, overrides, quiet=False))
+
+
+def check_report_and_manifest(net: str, folder) -> None:
+    report = read(folder / "report.json")
+    assert report["passed"], report["failures"]
+    results = report["results"]
+    int8, optimized = results["onnx_int8"], results["onnx_optimized"]
+    assert int8["quantization"]["method"] == NETS[net][1]
+    assert int8["metric_drop"] <= report["max_metric_drop"] == 0.5
+    assert int8["bytes"] <= 0.35 * results["onnx"]["bytes"]
+    assert all(check["max_abs_diff"] <= report["atol"] for check in optimized["parity"].values())
+    fusion = optimized["optimization"]
+    assert fusion["fused_operators"]  # e.g. Conv + Relu into FusedConv
+    if net == "transformer":
+        assert fusion["optimizer"] == "transformer"
+        # Two blocks; LayerNormalization: two per block and the final one.
+        assert fusion["fused_patterns"] == {"Attention": 2, "LayerNormalization": 5, "Gelu": 2}
+        assert fusion["not_fused"] == {}
+    assert set(report["fastest_onnx_variant"]) == {"1", "37", "64"}
+
+    manifest = read(folder / "manifest.json")
+    assert {name: entry["file"] for name, entry in manifest["formats"].items()} == FILES
+    for name, entry in manifest["formats"].items():
+        path = folder / entry["file"]
+        assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
+        assert entry["bytes"] == path.stat().st_size
+        assert entry["variant"] == VARIANTS[name]
+        assert entry["test_metric"] == results[name]["metric"]
+        assert 0 < entry["test_metric"]["test/acc"] <= 1
+        assert entry["max_abs_diff"] >= 0
+        assert {"1", "64"} <= set(entry["latency_ms"])
+
+
+def predict_in_process(model, inputs, variant, output_dir) -> list[dict]:
+    overrides = [f"model_path={model}", f"input={inputs}", f"variant={variant}"]
+    return predict(compose_config("predict", output_dir, overrides, quiet=False))
+
+
+def check_each_variant_predicts_through_the_cli(folder, tmp_path) -> None:
+    inputs = tmp_path / "digits.npy"
+    np.save(inputs, load_digits().images[:40])
+    fp32 = predict_in_process(folder, inputs, "fp32", tmp_path / "fp32")
+    for variant in ("int8", "optimized"):
+        result = run_cli(
+            "predict.py",
+            f"model={folder}",
+            f"input={inputs}",
+            f"variant={variant}",
+            f"hydra.run.dir={tmp_path / variant}",
+        )
+        assert result.returncode == 0, result.stderr
+        output = read(tmp_path / variant / "predictions.json")
+        assert output["variant"] == variant
+        same = [a["class"] == b["class"] for a, b in zip(fp32, output["predictions"], strict=True)]
+        # The optimized model computes what model.onnx does; the INT8 one nearly so.
+        assert np.mean(same) == 1.0 if variant == "optimized" else np.mean(same) >= 0.9
+    # A variant's file runs as that variant only: the manifest says what it is.
+    assert predict_in_process(folder / "model.int8.onnx", inputs, "int8", tmp_path / "file")
+    with pytest.raises(UserError, match=re.escape("is not the variant=fp32 model of its export")):
+        predict_in_process(folder / "model.int8.onnx", inputs, "fp32", tmp_path / "wrong")
+
+
+# One test per network: its export is made once, on whichever worker runs the test.
+@pytest.mark.parametrize("net", NETS)
+def test_each_network_exports_variants_that_pass_their_checks_and_predict(net, request, tmp_path):
+    export_variants(request.getfixturevalue(NETS[net][0]), tmp_path / "export")
+    check_report_and_manifest(net, tmp_path / "export")
+    check_each_variant_predicts_through_the_cli(tmp_path / "export", tmp_path)
+
+
+def test_a_pattern_that_does_not_fuse_is_named_with_the_reason(exported_run, tmp_path):
+    # The CNN holds no attention, LayerNorm or GELU for the transformer optimizer to fuse.
+    fusion = fuse_transformer(exported_run / "model.onnx", tmp_path / "fused.onnx", 4, 64)
+    assert fusion["fused_patterns"] == {"Attention": 0, "LayerNormalization": 0, "Gelu": 0}
+    assert set(fusion["not_fused"]) == set(fusion["fused_patterns"])
+    assert "scores divided by sqrt(head size)" in fusion["not_fused"]["Attention"]
+
+
+def checksums(folder) -> dict[str, str]:
+    return {
+        path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.iterdir())
+        if path.is_file()
+    }
+
+
+def test_a_quantization_that_loses_too_much_fails_in_one_line_and_keeps_the_earlier_export(
+    exported_run, trained_run, tmp_path, monkeypatch
+):
+    export_dir = tmp_path / "export"
+    shutil.copytree(exported_run, export_dir)
+    before = checksums(export_dir)
+    calibrate = onnx_int8.Samples
+    # Activation ranges measured on inputs a hundred times too small, as a broken pipeline
+    # would give them: the quantized network clips nearly everything it sees.
+    monkeypatch.setattr(onnx_int8, "Samples", lambda samples: calibrate(samples / 100))
+    expected = (
+        r"^onnx_int8 loses \d+\.\d\d points of test/acc against model\.onnx \(0\.\d+ -> 0\.\d+; "
+        r"max_metric_drop=0\.5\); the earlier export in .* is unchanged"
+    )
+    with pytest.raises(UserError, match=expected) as error:
+        export_variants(trained_run, tmp_path / "run", f"output_dir={export_dir}")
+    assert "\n" not in str(error.value)
+    assert checksums(export_dir) == before
+    report = read(export_dir.with_name("export.staging") / "report.json")
+    assert report["passed"] is False
+    assert report["results"]["onnx_int8"]["metric_drop"] > 0.5
+
+
+def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
+    example_data, tmp_path, caplog, capsys
+):
+    overrides = [
+        "data=table",
+        f"data.path={example_data['diabetes']}",
+        "data.target=progression",
+        "model=regressor",
+        "model/net=transformer",
+        "trainer.max_epochs=3",
+    ]
+    train(compose_config("train", tmp_path / "train", overrides))
+    capsys.readouterr()
+    caplog.clear()
+    # Under Hydra the root logger is at INFO, where onnxruntime's tools report every step.
+    caplog.set_level(logging.INFO)
+    report = export_variants(tmp_path / "train", tmp_path / "export")
+    assert report["passed"], report["failures"]
+    results = report["results"]
+    assert all(set(result["metric"]) == {"test/r2"} for result in results.values())
+    # One token per feature of the 10, and the CLS token: nothing in the fusion depends on it.
+    fusion = results["onnx_optimized"]["optimization"]
+    assert fusion["fused_patterns"] == {"Attention": 2, "LayerNormalization": 5, "Gelu": 2}
+    assert results["onnx_int8"]["quantization"]["quantized_operators"] == [
+        "MatMul",
+        "Gemm",
+        "Attention",
+    ]
+    assert [record.getMessage() for record in caplog.records] == []
+    printed = capsys.readouterr()
+    assert printed.err == ""
+    # The table (two header lines, eager and three formats), the fastest variant, the folder.
+    lines = printed.out.splitlines()
+    assert len(lines) == 8 and lines[-2].startswith("fastest ONNX variant: ")
+    assert lines[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
