@@ -31,7 +31,15 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
 from .console import UserError
-from .inference import check_top_k, from_arrays, from_images, from_rows, load_export, non_finite
+from .inference import (
+    check_top_k,
+    from_arrays,
+    from_images,
+    from_rows,
+    load_export,
+    non_finite,
+    variant_entry,
+)
 from .inference import predictions as predict_samples
 
 PAGE = Path(__file__).with_name("page.html")
@@ -267,7 +275,7 @@ def build_server(
         "max_request_bytes": max_request_bytes,
         "api_key_required": api_key is not None,
     }
-    about = info(manifest, settings)
+    about = info(manifest, variant_entry(manifest, variant, export_dir), settings)
     html = page(manifest)
 
     async def info_route():
@@ -286,14 +294,14 @@ def build_server(
     return server
 
 
-def info(manifest: dict, settings: dict) -> dict:
+def info(manifest: dict, model: dict, settings: dict) -> dict:
     """GET /info: what the model takes and gives, which model it is, and what serves it."""
     return {
         "task": manifest["task"],
         "input": manifest["input"],
         "target": manifest["target"],
         "classes": manifest["target"].get("class_names"),
-        "model": {"file": "model.onnx", "sha256": manifest["formats"]["onnx"]["sha256"]},
+        "model": {key: model[key] for key in ("file", "sha256")},
         "versions": {
             "export": manifest.get("versions", {}),
             "serve": {

@@ -105,16 +105,21 @@ class ContractDataModule(pl.LightningDataModule):
     def class_names(self) -> list[str] | None:
         return self.contract["target"].get("class_names") if self.contract else None
 
-    def loader(self, split: str) -> DataLoader:
+    def loader(self, split: str, as_evaluated: bool = False) -> DataLoader:
+        """The split's loader; `as_evaluated`: in order and without augmentation, as evaluation
+        prepares samples (export calibrates its INT8 model on training samples so)."""
+        dataset = self.splits[split]
+        if as_evaluated and hasattr(dataset, "unaugmented"):
+            dataset = dataset.unaugmented()
         pin_memory = self.hparams.pin_memory
         if pin_memory is None:  # pinned host memory only speeds up copies to a CUDA device
             pin_memory = (
                 self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
             )
         return make_loader(
-            self.splits[split],
+            dataset,
             self.hparams.batch_size,
-            train=split == "train",
+            train=split == "train" and not as_evaluated,
             num_workers=self.hparams.num_workers,
             pin_memory=pin_memory,
             persistent_workers=self.hparams.persistent_workers,

@@ -53,6 +53,9 @@ class ImageFiles(Dataset):
     def __len__(self) -> int:
         return len(self.files)
 
+    def unaugmented(self) -> "ImageFiles":
+        return ImageFiles(self.files, self.labels, self.preprocessing)
+
     def __getitem__(self, index: int):
         image = open_image(self.files[index], self.preprocessing["channels"])
         box = None

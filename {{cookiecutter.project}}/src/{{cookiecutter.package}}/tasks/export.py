@@ -44,7 +44,9 @@ def savers(
     attention = (net.heads, net.dim) if isinstance(net, Transformer) else None
 
     def calibration() -> np.ndarray:  # read only for a static quantization
-        return first_samples(datamodule.train_dataloader, cfg.calibration_samples).numpy()
+        # Training samples as evaluation prepares them: unaugmented, the same at every export.
+        training = partial(datamodule.loader, "train", as_evaluated=True)
+        return first_samples(training, cfg.calibration_samples).numpy()
 
     return {
         "onnx": partial(onnx.save, net, example, dynamic_shapes=dynamic_shapes, opset=cfg.opset),
