@@ -79,7 +79,7 @@ def test_the_command_prints_a_start_error_as_one_line_and_exits_1(tmp_path):
 
 
 def test_a_worker_answers_each_request_of_a_batch_as_predict_does(exported_run):
-    api = ExportAPI(str(exported_run), threads=1, max_batch_size=8, batch_timeout=0.01)
+    api = ExportAPI(str(exported_run), "fp32", threads=1, max_batch_size=8, batch_timeout=0.01)
     api = pickle.loads(pickle.dumps(api))  # as LitServe hands it to a worker: before setup
     api.setup("cpu")
     session, manifest = load_export(exported_run)
