@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import compose_config
+from conftest import SHORT, compose_config
 from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -216,3 +216,23 @@ def test_the_progress_bar_reads_logged_metrics_at_logging_steps_only(tmp_path, m
     ]
     train(compose_config("train", tmp_path, overrides, quiet=False))
     assert set(reads) == {0, 4, 8, 12, 16}  # 0: the sanity-check validation
+
+
+def test_a_regressor_draws_predicted_against_true_and_residuals(example_data, tmp_path):
+    overrides = [
+        "data=table",
+        f"data.path={example_data['diabetes']}",
+        "data.target=progression",
+        "model=regressor",
+        "logger=tensorboard",
+        "callbacks.regression_plots.min_interval_s=0",
+        *SHORT,
+    ]
+    train(compose_config("train", tmp_path, overrides, quiet=False))
+    plots = {path.name for path in (tmp_path / "plots").glob("*.png")}
+    assert {"predicted_vs_true.png", "residuals.png"} <= plots
+    assert "confusion_matrix.png" not in plots  # a picture of classes, for classifiers only
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={"images": 0})
+    events.Reload()
+    assert {"val/predicted_vs_true", "val/residuals"} <= set(events.Tags()["images"])
+    assert len(events.Images("val/residuals")) == 2  # one per validation epoch
