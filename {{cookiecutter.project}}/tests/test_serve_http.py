@@ -181,6 +181,11 @@ BAD_REQUESTS = {
     "100 megapixels": (dict(data=Upload(png_claiming(10_000, 10_000))), 413, "pixels"),
     "200 megapixels": (dict(data=Upload(png_claiming(20_000, 10_000))), 413, "pixels"),
     "over the limit": (dict(json={"inputs": [0.0] * 400_000}), 413, "over max_request_bytes"),
+    "too many samples": (
+        dict(json={"inputs": [DIGIT] * 1025}),
+        413,
+        "the request holds 1025 samples, over max_request_samples=1024",
+    ),
     "over the limit, chunked": (
         dict(data=Chunked(1_200_000), headers=JSON),
         413,

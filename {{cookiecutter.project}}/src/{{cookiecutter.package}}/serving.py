@@ -85,6 +85,11 @@ async def parsed_request(request: Request) -> Samples:
         top_k = check_top_k(int(top_k) if isinstance(top_k, str) and top_k.isdigit() else top_k)
     except UserError as error:
         raise refuse(422, str(error)) from None
+    most = request.app.state.max_request_samples
+    if len(inputs) > most:
+        raise refuse(
+            413, f"the request holds {len(inputs)} samples, over max_request_samples={most}"
+        )
     invalid = np.flatnonzero(non_finite(inputs)).tolist()
     if invalid:
         listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
@@ -246,6 +251,7 @@ def build_server(
     max_batch_size: int,
     batch_timeout: float,
     max_request_bytes: int,
+    max_request_samples: int,
     api_key: str | None,
 ) -> ls.LitServer:
     """The server of an export whose manifest is checked: POST /predict, GET /health (LitServe's
@@ -265,7 +271,7 @@ def build_server(
     app = server.app
     # The HTTP processes are forked from this one with what it holds.
     app.state.manifest, app.state.max_request_bytes = manifest, max_request_bytes
-    app.state.api_key = api_key
+    app.state.max_request_samples, app.state.api_key = max_request_samples, api_key
     settings = {
         "variant": variant,
         "workers": workers,
@@ -273,6 +279,7 @@ def build_server(
         "max_batch_size": max_batch_size,
         "batch_timeout": batch_timeout,
         "max_request_bytes": max_request_bytes,
+        "max_request_samples": max_request_samples,
         "api_key_required": api_key is not None,
     }
     about = info(manifest, variant_entry(manifest, variant, export_dir), settings)

@@ -33,6 +33,7 @@ def check_options(cfg) -> None:
         ("threads", 1, None),
         ("max_batch_size", 1, None),
         ("max_request_bytes", 1, None),
+        ("max_request_samples", 1, None),
     ]:
         value = cfg[name]
         if type(value) is not int or value < lowest or (highest and value > highest):
@@ -129,6 +130,7 @@ def serve(cfg) -> None:
         max_batch_size=cfg.max_batch_size,
         batch_timeout=cfg.batch_timeout,
         max_request_bytes=cfg.max_request_bytes,
+        max_request_samples=cfg.max_request_samples,
         api_key=key,
     )
     address = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
