@@ -23,7 +23,7 @@ def table_export(example_data, tmp_path_factory):
     data = ["data=table", f"data.path={example_data['wine']}", "data.target=alcohol"]
     train(compose_config("train", run, [*data, "model=regressor", "trainer.max_epochs=3"]))
     best = run / "checkpoints" / "best.ckpt"
-    overrides = [f"ckpt_path={best}", "formats=[onnx]", "batch_sizes=[1,8]", *FAST_LATENCY]
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]  # batches of up to 64
     export(compose_config("export", export_dir, overrides, quiet=False))
     return export_dir
 
@@ -52,6 +52,12 @@ def test_rows_get_the_values_predict_py_gives_for_the_csv(server, table_export, 
     assert info["task"] == "regression" and info["classes"] is None
     page = call("GET", f"{server.url}/").text
     assert '"kind": "table"' in page and '{"name": "colour", "kind": "categorical"' in page
+
+
+def test_a_test_split_smaller_than_a_batch_is_repeated_to_fill_it(table_export):
+    report = json.loads((table_export / "report.json").read_text())
+    assert report["passed"]
+    assert set(report["results"]["onnx"]["parity"]) == {"1", "37", "64"}  # of 27 test rows
 
 
 def infinite(row: dict) -> dict:

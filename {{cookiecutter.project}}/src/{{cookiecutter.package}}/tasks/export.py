@@ -108,11 +108,10 @@ def load_net_and_samples(
     # At least two: torch.export would fix the batch size of a one-sample example to 1.
     needed = max(*cfg.batch_sizes, 2)
     samples = first_samples(datamodule.test_dataloader, needed)
-    if len(samples) < needed:
-        raise UserError(
-            f"batch_sizes needs {needed} test samples; the test split holds {len(samples)}"
-        )
-    return net, samples, datamodule
+    if len(samples) < needed:  # a small table: its batches repeat the test samples
+        print(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
+        samples = samples.repeat(-(-needed // len(samples)), *[1] * (samples.dim() - 1))
+    return net, samples[:needed], datamodule
 
 
 def first_samples(loader: Callable[[], DataLoader], count: int) -> torch.Tensor:
