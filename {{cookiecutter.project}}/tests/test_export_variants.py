@@ -187,3 +187,28 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     lines = printed.out.splitlines()
     assert len(lines) == 8 and lines[-2].startswith("fastest ONNX variant: ")
     assert lines[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
+
+
+def test_the_vision_transformer_regresses_the_digits_value_and_predicts_numbers(tmp_path):
+    overrides = [
+        "data.task=regression",
+        "model=regressor",
+        "model/net=transformer",
+        "trainer.max_epochs=3",
+    ]
+    train(compose_config("train", tmp_path / "train", overrides))
+    report = export_variants(tmp_path / "train", tmp_path / "export")
+    assert report["passed"], report["failures"]
+    results = report["results"]
+    assert all(set(result["metric"]) == {"test/r2"} for result in results.values())
+    assert results["onnx"]["metric"]["test/r2"] > 0.5
+    fusion = results["onnx_optimized"]["optimization"]
+    assert fusion["fused_patterns"] == {"Attention": 2, "LayerNormalization": 5, "Gelu": 2}
+    manifest = read(tmp_path / "export" / "manifest.json")
+    assert manifest["task"] == "regression" and manifest["target"]["name"] == "digit"
+    inputs = tmp_path / "digits.npy"
+    np.save(inputs, load_digits().images[:20])
+    predicted = predict_in_process(tmp_path / "export", inputs, "optimized", tmp_path / "out")
+    assert all(set(entry) >= {"value"} and "class" not in entry for entry in predicted)
+    values = np.array([entry["value"] for entry in predicted])
+    assert np.corrcoef(values, load_digits().target[:20])[0, 1] > 0.7

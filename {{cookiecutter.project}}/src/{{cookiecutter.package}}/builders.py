@@ -71,6 +71,8 @@ def check_data_options(data: DictConfig) -> None:
         value = data.get(name, lowest)
         if type(value) is not int or value < lowest:
             raise UserError(f"data.{name}={value} must be a whole number of at least {lowest}")
+    if data.get("task") not in (None, "classification", "regression"):
+        raise UserError(f"data.task={data.task} is unknown; choose classification or regression")
     fractions = [name for name in ("val_fraction", "test_fraction") if name in data]
     for name in fractions:
         if type(data[name]) not in (int, float) or not 0 <= data[name] < 1:
@@ -105,9 +107,9 @@ def check_task(model_class: type, target: dict) -> None:
         "regression": "pass model=regressor, or data.task=classification to read it as class "
         "labels",
     }[target["task"]]
-    name = target.get("name", "the target")
+    subject = f"data {target['name']!r}" if "name" in target else "the data's target"
     raise UserError(
-        f"{model_class.__name__} is a {task} model, but data {name!r} is a {target['task']} "
+        f"{model_class.__name__} is a {task} model, but {subject} is a {target['task']} "
         f"target: {hint}"
     )
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from .console import UserError
 
@@ -21,6 +21,7 @@ IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".we
 # One filter everywhere: training, evaluation and prediction must resize alike. Pillow's
 # bilinear filter widens with the scale factor, so downscaling averages instead of aliasing.
 RESAMPLING = Image.Resampling.BILINEAR
+ORIENTATION = 0x0112  # the EXIF tag
 TABLE_READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
@@ -65,10 +66,30 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
     name = "the image" if isinstance(source, bytes) else str(source)
     try:
         with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as image:
-            return image.convert("L" if channels == 1 else "RGB")
+            if image.getexif().get(ORIENTATION, 1) != 1:  # a photo as the camera was held
+                image = ImageOps.exif_transpose(image)
+            return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
         reason = str(error).split("\n")[0] or type(error).__name__
         raise UserError(f"{name} is not a readable image ({reason}); fix or remove it") from None
+
+
+def eight_bits(image: Image.Image, name: str) -> Image.Image:
+    """16-bit and floating-point greyscale images scaled to 0..255: Pillow's convert() clips
+    them instead, so that a 16-bit image would read as white and one of floats as black."""
+    if image.mode not in ("I", "F") and not image.mode.startswith("I;16"):
+        return image
+    values = np.asarray(image, dtype=np.float64)
+    if image.mode == "F":
+        if values.size and not (values.min() >= 0 and values.max() <= 1):
+            raise UserError(
+                f"{name} holds floating-point values outside 0..1; save it with 8 or 16 bits "
+                "per channel"
+            )
+        values = values * 255
+    elif image.mode != "I" or values.max(initial=0) > 255:  # "I" holds 8-bit values too
+        values = values / 257
+    return Image.fromarray(np.round(values).clip(0, 255).astype(np.uint8))
 
 
 def image_values(image: Image.Image, preprocessing: dict, box=None) -> np.ndarray:
@@ -270,8 +291,6 @@ def fit_target(
         task = "classification" if labels else "regression"
     if task == "regression":
         return regression_target(values, name, units, train)
-    if task != "classification":
-        raise UserError(f"data.task={task} is unknown; choose classification or regression")
     if kind in "bO":
         classes = sorted(values.map(category).unique())
     else:  # numbers sort as numbers: 2 before 10

@@ -6,6 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import torch
 from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import Dataset
@@ -14,12 +15,14 @@ from ..console import UserError
 from ..preprocess import (
     IMAGE_SUFFIXES,
     classification_target,
+    encode_target,
     image_contract,
     image_values,
     normalization,
     normalize,
     open_image,
     pixel_moments,
+    regression_target,
 )
 from .base import SPLITS, ContractDataModule
 
@@ -115,6 +118,17 @@ def find_images(root: Path) -> dict[str, dict[str, list[Path]]]:
     return groups
 
 
+def check_numbers(root: Path, folders: list[str]) -> None:
+    for name in folders:
+        try:
+            float(name)
+        except ValueError:
+            raise UserError(
+                f"{root / name} is not named by a number: with data.task=regression each folder "
+                "holds the images of one value and is named by it (e.g. 21/, 22.5/)"
+            ) from None
+
+
 class ImagesDataModule(ContractDataModule):
     """Image files of any size and format, greyscale or colour, one subfolder per class (or
     train/, val/ and test/ folders of class subfolders), resized to `image_size`."""
@@ -126,6 +140,8 @@ class ImagesDataModule(ContractDataModule):
         image_size: int = 64,
         augment: dict | None = None,
         skip_unreadable: bool = False,
+        task: str = "classification",
+        units: str | None = None,
         **common,
     ):
         super().__init__(channels=channels, image_size=image_size, **common)
@@ -139,23 +155,16 @@ class ImagesDataModule(ContractDataModule):
             )
         groups = find_images(Path(root))
         folders = sorted(next(iter(groups.values())))
-        target = self.fitted("target", lambda: classification_target(folders))
-        class_names = target["class_names"]
-        if len(class_names) < 2:
-            raise UserError(
-                f"{root} holds one class folder ({class_names[0]}); a classifier needs two"
-            )
-        unknown = sorted(set(folders) - set(class_names))
-        if unknown:
-            raise UserError(
-                f"{Path(root) / unknown[0]} is not a class of the model ({', '.join(class_names)})"
-            )
-        # (group, file, class index) of every image; its group is "all" or the split it is in.
+        if self.hparams.task == "regression":
+            check_numbers(Path(root), folders)
+        else:
+            self.check_classes(root, folders)
+        # (group, file, folder name) of every image; its group is "all" or the split it is in.
         samples = [
-            (group, file, label)
+            (group, file, name)
             for group, classes in groups.items()
-            for label, name in enumerate(class_names)
-            for file in classes.get(name, [])
+            for name, files in classes.items()
+            for file in files
         ]
         # A trained model's own size and channels, when it is evaluated on these images.
         shape = self.fitted(
@@ -176,17 +185,40 @@ class ImagesDataModule(ContractDataModule):
             "preprocessing",
             lambda: normalization(sum(moments[index] for index in self.indices["train"])),
         )
+        names = pd.Series([name for _, _, name in samples])
+        target = self.fitted("target", lambda: self.fit_target(folders, names))
+        labels = encode_target(names, target)
         contract = image_contract(channels, size, preprocessing["value_range"], stats, target)
         splits = {
             name: ImageFiles(
                 [samples[i][1] for i in index],
-                [samples[i][2] for i in index],
+                labels[index],
                 contract["preprocessing"],
                 self.hparams.augment if name == "train" else None,
             )
             for name, index in self.indices.items()
         }
         return splits, contract
+
+    def check_classes(self, root: str, folders: list[str]) -> None:
+        class_names = self.fitted("target", lambda: classification_target(folders))["class_names"]
+        if len(class_names) < 2:
+            raise UserError(
+                f"{root} holds one class folder ({class_names[0]}); a classifier needs two"
+            )
+        unknown = sorted(set(folders) - set(class_names))
+        if unknown:
+            raise UserError(
+                f"{Path(root) / unknown[0]} is not a class of the model ({', '.join(class_names)})"
+            )
+
+    def fit_target(self, folders: list[str], names: pd.Series) -> dict:
+        """Classes named after the folders, or (regression) the numbers the folders are named
+        after, standardized with the training images' mean and std."""
+        if self.hparams.task == "regression":
+            train = names.iloc[self.indices["train"]]
+            return regression_target(train, "value", self.hparams.units, None)
+        return classification_target(folders)
 
     def check_files(self, files: list[Path], preprocessing: dict) -> list[np.ndarray | None]:
         """Decodes every file once, before training: a broken one stops the run here with one
