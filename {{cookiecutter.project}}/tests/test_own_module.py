@@ -103,6 +103,8 @@ def test_an_own_module_trains_evaluates_and_exports(project, tmp_path):
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.loads((runs / "train" / "metrics.json").read_text())
     assert metrics["test/error"] < 0.2 and metrics["val/error"] < 0.2
+    # What sweeps optimize, `<monitor>_best`, though the module does not log it.
+    assert metrics["val/error_best"] <= metrics["val/error"]
     best = runs / "train" / "checkpoints" / "best.ckpt"
     recorded = torch.load(best, weights_only=True)["config"]["model"]["_target_"]
     assert recorded == f"{PACKAGE}.models.tiny.TinyModule"
@@ -117,13 +119,13 @@ def test_an_own_module_trains_evaluates_and_exports(project, tmp_path):
     exported = cli(
         project,
         "export.py",
-        f"ckpt_path={best}",
-        "formats=[onnx]",
+        f"ckpt_path={best}",  # every default format
         "latency.repeats=3",
         f"hydra.run.dir={runs / 'export'}",
     )
     assert exported.returncode == 0, exported.stderr[-3000:]
-    assert json.loads((runs / "export" / "report.json").read_text())["passed"]
+    report = json.loads((runs / "export" / "report.json").read_text())
+    assert report["passed"] and {"onnx", "torchscript", "torch_export"} <= set(report["results"])
     np.save(tmp_path / "digits.npy", np.zeros((2, 8, 8), dtype=np.float32))
     predicted = cli(
         project,

@@ -114,7 +114,7 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
     before = files(run_dir)
     result = run_cli("train.py", *command)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"run {run_dir} is complete (val/acc_best={metrics['val/acc_best']})" in result.stdout
+    assert f"run {run_dir} is complete (val/loss_best={metrics['val/loss_best']})" in result.stdout
     after = files(run_dir)
     assert after.pop(run_dir / "train.log").startswith(before.pop(run_dir / "train.log"))
     assert after == before

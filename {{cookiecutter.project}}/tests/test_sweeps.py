@@ -25,13 +25,13 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
     trials = sorted(path for path in tmp_path.iterdir() if path.is_dir())
     assert [trial.name for trial in trials] == ["0", "1", "2"]
     scores = {
-        trial.name: json.loads((trial / "metrics.json").read_text())["val/acc_best"]
+        trial.name: json.loads((trial / "metrics.json").read_text())["val/loss_best"]
         for trial in trials
     }
     best = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
-    assert best["best_value"] == max(scores.values())
+    assert best["best_value"] == min(scores.values())  # the classifier's monitor: val/loss
     # The reported parameters are those the best trial ran with.
-    best_trial = tmp_path / max(scores, key=scores.get)
+    best_trial = tmp_path / min(scores, key=scores.get)
     overrides = yaml.safe_load((best_trial / ".hydra" / "overrides.yaml").read_text())
     searched = dict(override.split("=", 1) for override in overrides if "=" in override)
     assert set(best["best_params"]) == {"model.optimizer.lr", "data.batch_size", "model.net.width"}

@@ -5,6 +5,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
+from pytorch_lightning.core.module import _jit_is_scripting
 
 from ..files import staged
 from .verify import Runner, torch_runner
@@ -36,7 +37,10 @@ def _deprecation_noted_once():
 def save(net: torch.nn.Module, example: torch.Tensor, path: Path, method: str) -> None:
     # Tracing records the operations run on a real batch; scripting compiles the Python code,
     # control flow included, but accepts only the TorchScript subset of Python.
-    with _deprecation_noted_once():
+    # A LightningModule exported whole (one without a `net`) has a `trainer` property that raises
+    # outside a Trainer, and TorchScript reads every property: Lightning's own to_torchscript
+    # turns that check off the same way.
+    with _deprecation_noted_once(), _jit_is_scripting():
         module = torch.jit.trace(net, example) if method == "trace" else torch.jit.script(net)
         with staged(path) as partial:
             torch.jit.save(module, partial)

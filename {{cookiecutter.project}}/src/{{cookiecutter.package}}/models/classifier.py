@@ -19,8 +19,8 @@ class Classifier(NetModule):
         scheduler: dict | None = None,
         num_classes: int = 10,
         compile: bool = False,
-        monitor: str = "val/acc",
-        mode: str = "max",
+        monitor: str = "val/loss",
+        mode: str = "min",
     ):
         super().__init__(net, optimizer, scheduler, compile, monitor, mode)
         # validate_args=False: checking the labels' values would make every step wait for the GPU.

@@ -44,8 +44,7 @@ def train(cfg: DictConfig) -> float | None:
     if not metrics:  # not fitted yet
         with stops_by_signal(trainer, "training", resume):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
-        metrics = plain_metrics(trainer.callback_metrics) | {"best_model_path": best}
+        metrics = best_checkpoint(trainer) | plain_metrics(trainer.callback_metrics)
         write_json(output_dir / "metrics.json", metrics)
     if cfg.test:
         # Without a checkpoint callback the weights from the end of training are tested.
@@ -56,6 +55,18 @@ def train(cfg: DictConfig) -> float | None:
         write_json(output_dir / "metrics.json", metrics)
     say_how_it_ended(trainer, output_dir)
     return metrics.get(cfg.optimized_metric)
+
+
+def best_checkpoint(trainer: pl.Trainer) -> dict:
+    """best.ckpt's path and the best value of the metric it watches, as `<monitor>_best` (sweeps
+    optimize it): for a LightningModule of the user's own, which may not log it itself."""
+    callback = trainer.checkpoint_callback
+    if callback is None:
+        return {"best_model_path": ""}
+    best = {"best_model_path": callback.best_model_path}
+    if callback.monitor and callback.best_model_score is not None:
+        best[f"{callback.monitor}_best"] = callback.best_model_score.item()
+    return best
 
 
 def earlier_metrics(output_dir: Path) -> dict:
