@@ -9,7 +9,7 @@ from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.preprocess import decode_image, encode_table
+from {{ cookiecutter.package }}.preprocess import decode_image, encode_table, open_image
 
 COLOURS = {"cat": (200, 40, 90), "dog": (40, 180, 200)}
 
@@ -89,6 +89,23 @@ def test_an_image_from_bytes_is_the_image_from_its_file(tmp_path):
     np.testing.assert_array_equal(from_bytes, decode_image(path, preprocessing))
 
 
+def test_16_bit_float_and_rotated_images_read_as_their_8_bit_upright_originals(tmp_path):
+    pixels = np.random.default_rng(0).integers(0, 256, (6, 9), dtype=np.uint8)
+    Image.fromarray(pixels).save(eight := tmp_path / "eight.png")
+    Image.fromarray(pixels.astype(np.uint16) * 257).save(sixteen := tmp_path / "sixteen.png")
+    Image.fromarray(pixels.astype(np.float32) / 255).save(floats := tmp_path / "floats.tiff")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # stored sideways: shown turned by 90 degrees clockwise
+    Image.fromarray(pixels).rotate(90, expand=True).save(
+        turned := tmp_path / "turned.png", exif=exif
+    )
+    assert [Image.open(path).mode for path in (sixteen, floats)] == ["I;16", "F"]
+    for path in (eight, sixteen, floats, turned):
+        np.testing.assert_array_equal(np.asarray(open_image(path, 1)), pixels, err_msg=path.name)
+    Image.fromarray(pixels.astype(np.float32)).save(unscaled := tmp_path / "unscaled.tiff")
+    fails_with("holds floating-point values outside 0..1", open_image, unscaled, 1)
+
+
 def test_normalization_comes_from_the_training_images(tmp_path):
     root = image_folder(tmp_path / "images")
     datamodule, _ = build_images(tmp_path, root, "data.augment=null")
@@ -140,6 +157,34 @@ def test_bad_image_folders_give_one_line(tmp_path, layout, message):
             (root / name).parent.mkdir(parents=True, exist_ok=True)
             (root / name).write_text("text")
     fails_with(message, build_images, tmp_path, root)
+
+
+def test_folders_named_by_numbers_are_a_regression_target(tmp_path):
+    root = tmp_path / "images"
+    for value in ("1", "2.5", "10"):
+        for index in range(8):
+            image(root / value / f"{index}.png", colour=(20 * index, 90, 30))
+    regression = ["data.task=regression", "data.units=years", "model=regressor"]
+    datamodule, cfg = build_images(tmp_path, root, *regression)
+    target = datamodule.contract["target"]
+    train = datamodule.indices["train"]
+    values = np.repeat([1.0, 10.0, 2.5], 8)  # folders in sorted order: 1, 10, 2.5
+    assert target["task"] == "regression" and target["units"] == "years"
+    assert target["mean"] == pytest.approx(values[train].mean())
+    labels = np.array(datamodule.splits["train"].labels)
+    assert labels.dtype == np.float32
+    np.testing.assert_allclose(labels * target["std"] + target["mean"], values[train], rtol=1e-6)
+    assert build_model(cfg, datamodule).hparams.net["num_classes"] == 1  # one output: the value
+    (root / "cat").mkdir()
+    image(root / "cat" / "0.png")
+    fails_with(
+        "cat is not named by a number: with data.task=regression",
+        build_images,
+        tmp_path,
+        root,
+        "data.task=regression",
+    )
+    fails_with("data.task=ranking is unknown", build_images, tmp_path, root, "data.task=ranking")
 
 
 def test_a_missing_root_gives_one_line(tmp_path):
