@@ -17,6 +17,18 @@ def test_eval_reproduces_the_test_metrics_of_the_run(trained_run, tmp_path):
     assert abs(evaluated["test/loss"] - trained["test/loss"]) < 1e-6
 
 
+def test_eval_elsewhere_takes_another_data_config_or_changes_to_the_recorded_one(
+    trained_run, tmp_path
+):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    forms = {"another": ["data=digits", "data.split_seed=7"], "changed": ["+data.split_seed=7"]}
+    metrics = {
+        form: evaluate(compose_config("eval", tmp_path / form, [f"ckpt_path={best}", *overrides]))
+        for form, overrides in forms.items()
+    }
+    assert metrics["another"]["test/acc"] == metrics["changed"]["test/acc"] > 0.9
+
+
 def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"
     result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])
