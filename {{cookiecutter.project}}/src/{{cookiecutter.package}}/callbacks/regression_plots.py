@@ -36,13 +36,24 @@ class RegressionPlots(ValidationPictures):
 
     def draw(self, results, trainer) -> dict[str, Figure]:
         predicted, true = results
+        target = trainer.datamodule.contract["target"]
+        # e.g. "progression" or "price (USD)": what the axes measure.
+        quantity = f"{target['name']}" + (f" ({target['units']})" if target.get("units") else "")
         return {
-            "predicted_vs_true": scatter(true, predicted, "true", "predicted", diagonal=True),
-            "residuals": scatter(predicted, true - predicted, "predicted", "true - predicted"),
+            "predicted_vs_true": scatter(
+                true, predicted, f"true {quantity}", f"predicted {quantity}", diagonal=True
+            ),
+            "residuals": scatter(
+                predicted,
+                true - predicted,
+                f"predicted {quantity}",
+                f"true - predicted {quantity}",
+            ),
         }
 
 
 def scatter(x: np.ndarray, y: np.ndarray, xlabel: str, ylabel: str, diagonal=False) -> Figure:
+    title = "predicted against true" if diagonal else "residuals against predictions"
     figure = Figure(figsize=(5, 5), dpi=100, layout="tight")
     axes = figure.subplots()
     axes.scatter(x, y, s=8, alpha=0.6)
@@ -51,6 +62,6 @@ def scatter(x: np.ndarray, y: np.ndarray, xlabel: str, ylabel: str, diagonal=Fal
         axes.plot([low, high], [low, high], color="grey", linewidth=1)
     else:
         axes.axhline(0, color="grey", linewidth=1)
-    axes.set(xlabel=xlabel, ylabel=ylabel, title=f"validation: {ylabel} against {xlabel}")
+    axes.set(xlabel=xlabel, ylabel=ylabel, title=f"validation: {title}")
     axes.grid(alpha=0.3)
     return figure
