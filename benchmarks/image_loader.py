@@ -1,6 +1,8 @@
 """The image loader: images per second from files against memory, and how long training waits.
 
     python benchmarks/image_loader.py [--rounds 3] [--seconds 6] [--epochs 6] [--workers 0 1 2]
+    python benchmarks/image_loader.py --gpu    # training on a CUDA GPU: workers 0 and 4, pinned
+                                               # memory off and on
 
 Writes the image-folder example (the project's scripts/example_images.py: 1,797 digits as
 32x32 RGB PNG files) to a scratch folder, then measures:
@@ -59,12 +61,24 @@ def main():
     parser.add_argument("--epochs", type=int, default=6, help="of each training run")
     parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="train on a CUDA GPU with 0 and 4 workers, pinned memory off and on (about 5 min)",
+    )
     add_arguments(parser)
     args = parser.parse_args()
 
     project = setup(args)
-    variants = [[f"data.num_workers={workers}"] for workers in args.workers]
-    variants.append(["data.num_workers=1", "data.persistent_workers=false"])
+    if args.gpu:  # is the GPU waiting for data?
+        variants = [
+            ["trainer=gpu", f"data.num_workers={workers}", f"data.pin_memory={pinned}"]
+            for workers in (0, 4)
+            for pinned in ("false", "true")
+        ]
+    else:
+        variants = [[f"data.num_workers={workers}"] for workers in args.workers]
+        variants.append(["data.num_workers=1", "data.persistent_workers=false"])
     rates, runs = {}, {" ".join(data): [] for data in variants}
     with tempfile.TemporaryDirectory(prefix="bench-images-") as scratch:
         scratch = Path(scratch)
