@@ -141,6 +141,20 @@ def test_project_too_long_for_a_folder_name_is_refused_by_cookiecutter_and_leave
     assert render(tmp_path, project="a" * 255, package="digits").name == "a" * 255
 
 
+@pytest.mark.parametrize("project", ["..", "x/.."])
+def test_a_project_name_leading_out_of_the_output_folder_is_refused_before_any_folder_exists(
+    project, tmp_path
+):
+    # The project folder would be the output folder's parent (or the output folder), which
+    # cookiecutter deletes when the pre-gen hook refuses the name: refused while it is rendered.
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "work.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds '\.\.', which would lead out of the output"):
+        render(keep / "new", project=project)
+    assert list(tmp_path.rglob("*")) == [keep, keep / "work.txt"]
+
+
 def test_hook_choices_are_the_choices_of_cookiecutter_json():
     config = json.loads((REPO / "cookiecutter.json").read_text())
     prompts = {key: value for key, value in config.items() if not key.startswith("_")}
