@@ -124,6 +124,13 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
     other_config = run_cli("train.py", *command, "trainer.max_epochs=21")
     best = run_dir / "checkpoints" / "best.ckpt"
     other_task = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={run_dir}")
+    # The same, with the run directory elsewhere and the task's files sent into the run's.
+    sent_in = run_cli(
+        "eval.py",
+        f"ckpt_path={best}",
+        f"paths.output_dir={run_dir}",
+        f"hydra.run.dir={tmp_path / 'eval'}",
+    )
     assert error_lines(other_config) == [
         f"error: {run_dir} holds a run with other settings (trainer.max_epochs was 20, now 21): "
         "rerun it with its own settings to resume it, or choose a new hydra.run.dir"
@@ -132,7 +139,8 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
         f"error: {run_dir} holds a train run; eval writes to a run directory of its own: leave "
         "out hydra.run.dir or choose a new one"
     ]
-    assert other_config.returncode == other_task.returncode == 1
+    assert error_lines(sent_in) == error_lines(other_task)
+    assert other_config.returncode == other_task.returncode == sent_in.returncode == 1
     assert files(run_dir) == before
 
 

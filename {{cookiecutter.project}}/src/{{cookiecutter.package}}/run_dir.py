@@ -46,6 +46,12 @@ class KeepRunRecords(Callback):
         task_config = OmegaConf.to_container(config)
         del task_config["hydra"]
         problem = other_run(run_dir, task_config) or unwritable(run_dir)
+        # paths.output_dir, where the task writes its files, set apart from the run directory.
+        written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
+        if not problem and written and Path(written).absolute() != run_dir:
+            earlier = Path(written).absolute()
+            if (earlier / ".hydra" / "config.yaml").is_file():
+                problem = other_run(earlier, task_config)
         if problem:
             exit_with_error(problem)
 
