@@ -147,6 +147,11 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
         ),
         ("max_metric_drop=-1", "max_metric_drop=-1 must be a number of points, 0 or more"),
         ("calibration_samples=0", "calibration_samples=0 must be a whole number of at least 1"),
+        ("formats=onnx", "formats=onnx must be a list of formats, e.g. formats=[onnx]"),
+        ("formats=[]", "formats=[] must be a list of formats"),
+        ("opset=5", "opset=5 must be a whole number from 18 (what torch's exporter writes)"),
+        ("atol=abc", "atol=abc must be a number, 0 or more"),
+        ("latency.repeats=0", "latency.repeats=0 must be a whole number of at least 1"),
     ],
 )
 def test_bad_options_fail_before_any_work(override, message, tmp_path):

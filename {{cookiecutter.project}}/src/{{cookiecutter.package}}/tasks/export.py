@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, ListConfig
 from torch.utils.data import DataLoader
 
 from ..builders import build_trained
@@ -61,8 +61,13 @@ def check_config(cfg: DictConfig) -> None:
     """Fails on a bad option before anything slow runs."""
     if not cfg.get("ckpt_path"):
         raise UserError("export needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
+    if not isinstance(cfg.formats, ListConfig) or not cfg.formats:
+        raise UserError(
+            f"formats={cfg.formats} must be a list of formats, e.g. formats=[onnx]; choose from "
+            f"{', '.join(FORMATS)}"
+        )
     unknown = [name for name in cfg.formats if name not in FORMATS]
-    if unknown or not cfg.formats:
+    if unknown:
         raise UserError(
             f"unknown format {', '.join(map(repr, unknown))} in formats; "
             f"choose from {', '.join(FORMATS)}"
@@ -78,6 +83,18 @@ def check_config(cfg: DictConfig) -> None:
             f"{derived[0]} is made from model.onnx: add onnx to formats, e.g. "
             f"formats=[onnx,{','.join(derived)}]"
         )
+    newest = onnx.newest_opset()
+    if type(cfg.opset) is not int or not onnx.OLDEST_OPSET <= cfg.opset <= newest:
+        raise UserError(
+            f"opset={cfg.opset} must be a whole number from {onnx.OLDEST_OPSET} (what torch's "
+            f"exporter writes) to {newest} (the newest this onnx knows)"
+        )
+    if type(cfg.atol) not in (int, float) or not cfg.atol >= 0:
+        raise UserError(f"atol={cfg.atol} must be a number, 0 or more: e.g. atol=1e-4")
+    for name in ("warmup", "repeats"):
+        value, lowest = cfg.latency[name], int(name == "repeats")
+        if type(value) is not int or value < lowest:
+            raise UserError(f"latency.{name}={value} must be a whole number of at least {lowest}")
     if not all(isinstance(size, int) and size > 0 for size in cfg.batch_sizes):
         raise UserError(f"batch_sizes={list(cfg.batch_sizes)} must be positive whole numbers")
     if type(cfg.max_metric_drop) not in (int, float) or not cfg.max_metric_drop >= 0:
