@@ -2,9 +2,11 @@
 
 import json
 
+import pytest
 import torch
 from conftest import QUIET, compose_config, run_cli
 
+from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 
 
@@ -27,6 +29,12 @@ def test_eval_elsewhere_takes_another_data_config_or_changes_to_the_recorded_one
         for form, overrides in forms.items()
     }
     assert metrics["another"]["test/acc"] == metrics["changed"]["test/acc"] > 0.9
+
+
+def test_eval_checks_the_data_options_it_is_given(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    with pytest.raises(UserError, match="^data.batch_size=0 must be a whole number of at least 1"):
+        evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}", "+data.batch_size=0"]))
 
 
 def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):

@@ -64,7 +64,7 @@ def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
     return datamodule
 
 
-def check_data_options(data: DictConfig) -> None:
+def check_data_options(data: DictConfig | dict) -> None:
     """One line for a bad value of an option that datamodules share, before one is built: a
     DataLoader or a split would fail on it later, with a traceback."""
     for name, lowest in (("batch_size", 1), ("num_workers", 0)):
@@ -72,7 +72,9 @@ def check_data_options(data: DictConfig) -> None:
         if type(value) is not int or value < lowest:
             raise UserError(f"data.{name}={value} must be a whole number of at least {lowest}")
     if data.get("task") not in (None, "classification", "regression"):
-        raise UserError(f"data.task={data.task} is unknown; choose classification or regression")
+        raise UserError(
+            f"data.task={data.get('task')} is unknown; choose classification or regression"
+        )
     fractions = [name for name in ("val_fraction", "test_fraction") if name in data]
     for name in fractions:
         if type(data[name]) not in (int, float) or not 0 <= data[name] < 1:
@@ -138,6 +140,7 @@ def build_trained(
     model = instantiate_model(model_config)
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
+    check_data_options(data_config)  # with the changes eval or export was given
     datamodule = instantiate(data_config, _convert_="all")
     # Prepared as the model was trained: its statistics, vocabularies and classes.
     datamodule.trained_contract = checkpoint["config"].get("contract")
