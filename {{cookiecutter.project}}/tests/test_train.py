@@ -6,7 +6,7 @@ import probes
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import SHORT, compose_config
+from conftest import FEW_BATCHES, SHORT, compose_config
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
 from {{ cookiecutter.package }}.builders import build_trainer
@@ -22,6 +22,22 @@ def read_metrics(run_dir):
 def test_fast_dev_run(tmp_path):
     cfg = compose_config("train", tmp_path, ["debug=fdr"])
     train(cfg)
+    assert "test/acc" in read_metrics(tmp_path)
+
+
+def test_early_stopping_says_why_it_stopped_after_the_test(tmp_path, capsys):
+    # A learning rate of 0: the validation loss never improves on the first epoch's.
+    overrides = [
+        *FEW_BATCHES,
+        "+trainer.limit_test_batches=2",
+        "trainer.max_epochs=5",
+        "model.optimizer.lr=0",
+        "callbacks.early_stopping.patience=1",
+    ]
+    train(compose_config("train", tmp_path, overrides, quiet=False))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-2].startswith("stopped early after epoch 1: Monitored metric val/loss did not")
+    assert lines[-1] == f"run directory: {tmp_path}"
     assert "test/acc" in read_metrics(tmp_path)
 
 

@@ -39,7 +39,7 @@ class DigitsDataModule(ContractDataModule):
         )
         values = pd.Series(digits.target)
         target = self.fitted("target", lambda: self.fit_target(values.iloc[indices["train"]]))
-        labels = torch.from_numpy(encode_target(values, target))
+        labels = torch.tensor(encode_target(values, target))  # a copy: pandas may share its memory
         contract = image_contract(1, 8, [0, 16], stats, target)
         inputs = torch.from_numpy(normalize(images, contract["preprocessing"]))
         splits = {

@@ -41,9 +41,11 @@ def train(cfg: DictConfig) -> float | None:
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
+    stopped_early = None
     if not metrics:  # not fitted yet
         with stops_by_signal(trainer, "training", resume):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+        stopped_early = early_stop(trainer)  # before testing, which resets the callback
         metrics = best_checkpoint(trainer) | plain_metrics(trainer.callback_metrics)
         write_json(output_dir / "metrics.json", metrics)
     if cfg.test:
@@ -53,7 +55,9 @@ def train(cfg: DictConfig) -> float | None:
             trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
         write_json(output_dir / "metrics.json", metrics)
-    say_how_it_ended(trainer, output_dir)
+    if stopped_early:
+        say(stopped_early)
+    say(f"run directory: {output_dir}")
     return metrics.get(cfg.optimized_metric)
 
 
@@ -83,10 +87,11 @@ def finished(metrics: dict, test: bool) -> bool:
 
 
 @rank_zero_only
-def say_how_it_ended(trainer: pl.Trainer, output_dir: Path) -> None:
+def early_stop(trainer: pl.Trainer) -> str | None:
+    """Why early stopping ended training, if it did."""
     stopper = trainer.early_stopping_callback
     if stopper and stopper.stopping_reason_message:
-        print(
+        return (
             f"stopped early after epoch {stopper.stopped_epoch}: {stopper.stopping_reason_message}"
         )
-    print(f"run directory: {output_dir}")
+    return None
