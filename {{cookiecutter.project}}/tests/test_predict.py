@@ -194,8 +194,20 @@ def edited_export(exported_run, tmp_path, edit) -> Path:
             lambda m: m["preprocessing"].update(std=[0.0]),
             "normalization std [0.0]; it must be positive",
         ),
+        (
+            lambda m: m["preprocessing"].pop("mean"),
+            "manifest.json lacks preprocessing.mean (or has the wrong type)",
+        ),
+        (
+            lambda m: m["preprocessing"].update(image_size=16),
+            "prepares images of shape [1, 16, 16], the model takes [1, 8, 8]",
+        ),
+        (
+            lambda m: m["preprocessing"].update(mean=[0.0, 0.0]),
+            "needs one mean and one std per channel (1)",
+        ),
     ],
-    ids=["no-target", "no-preprocessing", "shape", "classes", "std"],
+    ids=["no-target", "no-preprocessing", "shape", "classes", "std", "no-mean", "size", "means"],
 )
 def test_a_manifest_that_does_not_fit_its_model_is_one_line(
     exported_run, digits, tmp_path, edit, message

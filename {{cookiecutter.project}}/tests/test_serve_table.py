@@ -2,11 +2,16 @@
 predict.py gives for the same rows of the CSV file out, and bad rows refused in one line."""
 
 import json
+import re
+import shutil
 
 import pandas as pd
 import pytest
 from conftest import FAST_LATENCY, compose_config, run_predict
 from servers import Server, Upload, call
+
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.inference import load_export
 
 # Slow: a server of several processes. One worker runs the module, which starts it once.
 pytestmark = pytest.mark.slow
@@ -58,6 +63,32 @@ def test_a_test_split_smaller_than_a_batch_is_repeated_to_fill_it(table_export):
     report = json.loads((table_export / "report.json").read_text())
     assert report["passed"]
     assert set(report["results"]["onnx"]["parity"]) == {"1", "37", "64"}  # of 27 test rows
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            lambda spec: spec.update(std=0.0),
+            "preprocessing column 'malic_acid' std 0.0; it must be positive",
+        ),
+        (lambda spec: spec.pop("fill"), "lacks preprocessing column 'malic_acid'.fill"),
+        (lambda spec: spec.update(kind="ordinal"), "a column spec that is not numeric or"),
+    ],
+    ids=["std", "fill", "kind"],
+)
+def test_a_table_manifest_that_cannot_prepare_rows_is_one_line(
+    table_export, tmp_path, edit, message
+):
+    export_dir = tmp_path / "export"
+    shutil.copytree(table_export, export_dir)
+    manifest = json.loads((export_dir / "manifest.json").read_text())
+    (spec,) = [c for c in manifest["preprocessing"]["columns"] if c["name"] == "malic_acid"]
+    edit(spec)
+    (export_dir / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(UserError, match=re.escape(message)) as error:
+        load_export(export_dir)
+    assert "\n" not in str(error.value)
 
 
 def infinite(row: dict) -> dict:

@@ -121,9 +121,52 @@ def check_manifest(manifest: dict, session: ort.InferenceSession, path: Path) ->
         )
         raise UserError(f"{path} {what}, the model has {given} outputs")
     if manifest["input"].get("kind") == "image":
-        std = np.asarray(manifest["preprocessing"].get("std", 0), dtype=np.float64)
-        if not (np.isfinite(std).all() and (std > 0).all()):
-            raise UserError(f"{path} has normalization std {std.tolist()}; it must be positive")
+        check_image_preprocessing(manifest["preprocessing"], expected, path)
+    else:
+        check_table_preprocessing(manifest["preprocessing"], path)
+
+
+def lacking(spec: dict, fields: dict, path: Path, where: str) -> None:
+    """One line naming the fields of `spec` that are missing or of another type than `fields`
+    says."""
+    wrong = [name for name, kind in fields.items() if not isinstance(spec.get(name), kind)]
+    if wrong:
+        names = ", ".join(f"{where}.{name}" for name in wrong)
+        raise UserError(f"{path} lacks {names} (or has the wrong type); export again")
+
+
+def check_positive(std, path: Path, where: str) -> None:
+    values = np.asarray(std, dtype=np.float64)
+    if not (np.isfinite(values).all() and (values > 0).all()):
+        raise UserError(f"{path} has {where} {values.tolist()}; it must be positive")
+
+
+def check_image_preprocessing(spec: dict, shape: list, path: Path) -> None:
+    fields = {"channels": int, "image_size": int, "value_range": list, "mean": list, "std": list}
+    lacking(spec, fields, path, "preprocessing")
+    prepared = [spec["channels"], spec["image_size"], spec["image_size"]]
+    if prepared != shape:
+        raise UserError(f"{path} prepares images of shape {prepared}, the model takes {shape}")
+    if not len(spec["mean"]) == len(spec["std"]) == spec["channels"]:
+        raise UserError(f"{path} needs one mean and one std per channel ({spec['channels']})")
+    check_positive(spec["std"], path, "normalization std")
+
+
+def check_table_preprocessing(spec: dict, path: Path) -> None:
+    lacking(spec, {"columns": list, "features": list}, path, "preprocessing")
+    for column in spec["columns"]:
+        if not isinstance(column, dict) or column.get("kind") not in ("numeric", "categorical"):
+            raise UserError(
+                f"{path} has a column spec that is not numeric or categorical: {column}"
+            )
+        where = f"preprocessing column {column.get('name')!r}"
+        if column["kind"] == "numeric":
+            number = (int, float)
+            fields = {"name": str, "mean": number, "std": number, "fill": number}
+            lacking(column, fields, path, where)
+            check_positive(column["std"], path, f"{where} std")
+        else:
+            lacking(column, {"name": str, "vocabulary": list}, path, where)
 
 
 def from_arrays(array: np.ndarray, manifest: dict, source: str) -> np.ndarray:
