@@ -120,6 +120,14 @@ def test_resume_continues_the_epoch_count(tmp_path):
     }
     assert min(logged_epochs) == 2  # nothing was trained again from epoch 0
 
+    # A checkpoint further on than max_epochs allows is one line, before any training.
+    further = tmp_path / "resumed" / "checkpoints" / "last.ckpt"  # at epoch 3
+    beyond = compose_config(
+        "train", tmp_path / "beyond", [*SHORT, "trainer.max_epochs=1", f"ckpt_path={further}"]
+    )
+    with pytest.raises(UserError, match="past trainer.max_epochs=1: raise trainer.max_epochs"):
+        train(beyond)
+
 
 def test_bf16_mixed_precision_trains_on_cpu(tmp_path):
     train(

@@ -1,14 +1,18 @@
 """Training: fit, test the best checkpoint, write metrics.json."""
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from ..builders import build_datamodule, build_model, build_trainer, seed_everything
 from ..checkpoints import check_fits, load_checkpoint, resume_path
+from ..console import UserError
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import plain_metrics, record_run, write_json
 
@@ -43,7 +47,7 @@ def train(cfg: DictConfig) -> float | None:
     resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
     stopped_early = None
     if not metrics:  # not fitted yet
-        with stops_by_signal(trainer, "training", resume):
+        with stops_by_signal(trainer, "training", resume), resumable(trainer, ckpt_path):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         stopped_early = early_stop(trainer)  # before testing, which resets the callback
         metrics = best_checkpoint(trainer) | plain_metrics(trainer.callback_metrics)
@@ -87,6 +91,21 @@ def finished(metrics: dict, test: bool) -> bool:
 
 
 @rank_zero_only
+@contextmanager
+def resumable(trainer: pl.Trainer, ckpt_path: str | None) -> Iterator[None]:
+    """One line for a checkpoint that is further on than the run may go."""
+    try:
+        yield
+    except MisconfigurationException as error:
+        if "You restored a checkpoint with current_epoch" not in str(error):
+            raise
+        raise UserError(
+            f"{ckpt_path} is at epoch {trainer.current_epoch}, past trainer.max_epochs="
+            f"{trainer.max_epochs}: raise trainer.max_epochs to train it further, or evaluate it "
+            f"with eval.py ckpt_path={ckpt_path}"
+        ) from None
+
+
 def early_stop(trainer: pl.Trainer) -> str | None:
     """Why early stopping ended training, if it did."""
     stopper = trainer.early_stopping_callback
