@@ -113,3 +113,18 @@ def test_transformer_settings_that_cannot_work_are_one_line(override, message, t
     cfg = compose_config("train", tmp_path, ["model/net=transformer", override])
     with pytest.raises(UserError, match="^" + re.escape(message)):
         build_model(cfg)
+
+
+@pytest.mark.parametrize(
+    ("net", "override", "message"),
+    [
+        ("cnn", "model.net.width=0", "model.net.width=0 must be a whole number of at least 1"),
+        ("mlp", "model.net.depth=1.5", "model.net.depth=1.5 must be a whole number of at least 1"),
+        ("mlp", "model.net.dropout=2", "model.net.dropout=2 must be a fraction from 0 to below 1"),
+        ("transformer", "model.net.dim=-8", "model.net.dim=-8 must be a whole number of at least"),
+    ],
+)
+def test_network_sizes_and_dropout_that_cannot_work_are_one_line(net, override, message, tmp_path):
+    cfg = compose_config("train", tmp_path, [f"model/net={net}", override])
+    with pytest.raises(UserError, match="^" + re.escape(message)):
+        build_model(cfg)

@@ -3,6 +3,19 @@ export cleanly."""
 
 from torch import nn
 
+from ..console import UserError
+
+
+def check_settings(**settings) -> None:
+    """One line for a size below 1 or a dropout outside 0..1, before any layer is built: a width
+    of 0 would build, then fail in the first step with a long traceback."""
+    for name, value in settings.items():
+        if name == "dropout":
+            if type(value) not in (int, float) or not 0 <= value < 1:
+                raise UserError(f"model.net.dropout={value} must be a fraction from 0 to below 1")
+        elif type(value) is not int or value < 1:
+            raise UserError(f"model.net.{name}={value} must be a whole number of at least 1")
+
 
 class SmallCNN(nn.Module):
     """Two convolutions with BatchNorm, one pooling step and a dropout-regularized head.
@@ -21,6 +34,7 @@ class SmallCNN(nn.Module):
         work_size: int = 16,
     ):
         super().__init__()
+        check_settings(width=width, dropout=dropout, work_size=work_size)
         stride = max(1, image_size // work_size)
         pooled = ((image_size - stride) // stride + 1) // 2  # the map's size after MaxPool2d
         self.features = nn.Sequential(
@@ -59,6 +73,7 @@ class MLP(nn.Module):
         dropout: float = 0.2,
     ):
         super().__init__()
+        check_settings(width=width, depth=depth, dropout=dropout)
         layers: list[nn.Module] = [nn.Flatten()]
         for index in range(depth):
             layers += [

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from ..console import UserError
+from .nets import check_settings
 
 
 class SelfAttention(nn.Module):
@@ -107,6 +108,7 @@ class Transformer(nn.Module):
         dropout: float = 0.1,
     ):
         super().__init__()
+        check_settings(grid=grid, dim=dim, depth=depth, heads=heads, dropout=dropout)
         if dim % heads:
             raise UserError(f"model.net.dim={dim} must be a multiple of model.net.heads={heads}")
         if image_size:
