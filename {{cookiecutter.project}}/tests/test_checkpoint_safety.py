@@ -1,6 +1,7 @@
 """Checkpoints that carry code are refused before it can run; broken ones give a clear line."""
 
 import copy
+import logging
 import re
 
 import pytest
@@ -149,6 +150,15 @@ def test_the_cli_names_the_refused_target_in_one_line(script, trained_run, tmp_p
     )
     assert "Traceback" not in result.stderr
     assert victim.read_text() == VICTIM
+
+
+def test_a_target_that_does_not_import_is_refused_without_hydras_error_log(caplog):
+    package = "{{ cookiecutter.package }}"
+    before = logging.getLogger("hydra.utils").level
+    with caplog.at_level("DEBUG"):
+        assert not is_allowed(f"{package}.models.os.system", [f"{package}.models"])
+    assert caplog.records == []
+    assert logging.getLogger("hydra.utils").level == before
 
 
 def test_targets_are_allowed_only_where_they_are_defined():

@@ -1,6 +1,7 @@
 """Checkpoints: safe loading and rebuilding (nothing in a checkpoint can run code), atomic
 writing, and finding the one to resume from."""
 
+import logging
 import pickle
 import re
 from collections.abc import Iterator
@@ -85,10 +86,16 @@ def is_allowed(target: object, allowed: list[str]) -> bool:
     prefixes = [name for name in allowed if target.startswith(f"{name}.")]
     if not prefixes:
         return False
+    # Hydra logs each failed import as an ERROR before raising: the refusal says it all.
+    hydra_log = logging.getLogger("hydra.utils")
+    level = hydra_log.level
+    hydra_log.setLevel(logging.CRITICAL)
     try:
         obj = get_object(target)
     except (ImportError, AttributeError, ValueError):
         return False
+    finally:
+        hydra_log.setLevel(level)
     module = getattr(obj, "__module__", None) or ""
     defined_inside = any(module == name or module.startswith(f"{name}.") for name in prefixes)
     return callable(obj) and not isinstance(obj, ModuleType) and defined_inside

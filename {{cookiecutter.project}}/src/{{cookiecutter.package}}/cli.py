@@ -61,9 +61,10 @@ def _launch(name: str):
         except OSError as error:
             if error.errno not in WRITE_ERRORS:
                 raise
-            exit_with_error(
-                cannot_write(error.filename or HydraConfig.get().runtime.output_dir, error)
-            )
+            # The file, if it is one of the run's: a temporary file elsewhere says nothing.
+            run_dir = HydraConfig.get().runtime.output_dir
+            named = error.filename and str(error.filename).startswith(run_dir)
+            exit_with_error(cannot_write(error.filename if named else run_dir, error))
 
     return main()
 
