@@ -198,7 +198,7 @@ def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_pat
 @pytest.mark.parametrize(
     ("contents", "message"),
     [
-        (b"a text file, not a checkpoint\n", "is not a readable checkpoint"),
+        (b"a text file, not a checkpoint\n", "is not a checkpoint (torch.save writes zip"),
         ({"state_dict": {}, "hyper_parameters": {}}, "does not say which model it holds"),
         ({"hyper_parameters": {}}, "is not a Lightning checkpoint: it has no state_dict"),
     ],

@@ -65,7 +65,7 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
     broken = tmp_path / "broken.ckpt"
     broken.write_bytes(b"not a checkpoint")
     missing = "ckpt_path 'missing.ckpt' is not a file; pass ckpt_path="
-    unreadable = f"{broken} is not a readable checkpoint (truncated or corrupt?)"
+    unreadable = f"{broken} is not a checkpoint (torch.save writes zip archives, this is none)"
     cases = [
         (train, "train", "missing.ckpt", missing),
         (evaluate, "eval", "missing.ckpt", missing),

@@ -20,6 +20,7 @@ from .files import staged
 # Where a refused target can be allowed; never by a checkpoint.
 ALLOWLIST_FILE = "configs/allowed_targets.yaml"
 DOTTED_NAME = re.compile(r"[A-Za-z]\w*(\.[A-Za-z]\w*)+")
+ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive, which torch.save writes
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -40,6 +41,12 @@ def load_checkpoint(path: str | Path) -> dict:
             "e.g. logs/train/runs/<time>/checkpoints/best.ckpt"
         )
     try:
+        with open(path, "rb") as file:
+            if file.read(4) != ZIP_MAGIC:
+                raise UserError(
+                    f"{path} is not a checkpoint (torch.save writes zip archives, this is none): "
+                    "pass ckpt_path=<a .ckpt file of a training run>"
+                )
         # mmap: checking a large checkpoint before training resumes reads only what it needs.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as error:
@@ -53,7 +60,7 @@ def load_checkpoint(path: str | Path) -> dict:
             "only checkpoints of tensors and plain values are accepted"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as error:
-        reason = str(error).split(".")[0].splitlines()[0]
+        reason = str(error).splitlines()[0].split(". ")[0]
         raise UserError(
             f"{path} is not a readable checkpoint (truncated or corrupt?): {reason}"
         ) from None
