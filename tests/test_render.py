@@ -78,6 +78,11 @@ def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(
     assert pyproject["project"]["requires-python"] == f">={choice['python_version']}"
     defaults = yaml.safe_load((project / "configs" / "train.yaml").read_text())["defaults"]
     assert {"logger": choice["logger"]} in defaults
+    # Its README shows how to log with another logger than its default.
+    readme = (project / "README.md").read_text().splitlines()
+    (line,) = [line for line in readme if "instead of the default" in line]
+    assert line.split("logger=")[1].split()[0] != choice["logger"]
+    assert f"instead of the default, {choice['logger']};" in line
 
 
 @pytest.mark.slow
