@@ -152,6 +152,8 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
         ("opset=5", "opset=5 must be a whole number from 18 (what torch's exporter writes)"),
         ("atol=abc", "atol=abc must be a number, 0 or more"),
         ("latency.repeats=0", "latency.repeats=0 must be a whole number of at least 1"),
+        # sysfs takes no new folders, from root either.
+        ("output_dir=/sys/no-exports-here/x", "cannot write to /sys/no-exports-here: "),
     ],
 )
 def test_bad_options_fail_before_any_work(override, message, tmp_path):
@@ -159,6 +161,20 @@ def test_bad_options_fail_before_any_work(override, message, tmp_path):
     with pytest.raises(UserError, match="^" + re.escape(message)):
         export(cfg)
     assert not list(tmp_path.iterdir())
+
+
+def test_a_diverged_checkpoint_is_refused_in_one_line_before_anything_is_written(
+    trained_run, tmp_path
+):
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    for value in checkpoint["state_dict"].values():
+        if value.is_floating_point():
+            value.fill_(float("nan"))
+    torch.save(checkpoint, tmp_path / "diverged.ckpt")
+    overrides = [f"ckpt_path={tmp_path / 'diverged.ckpt'}", f"output_dir={tmp_path / 'export'}"]
+    with pytest.raises(UserError, match="gives NaN or infinite outputs on the test samples"):
+        export(compose_config("export", tmp_path / "run", overrides, quiet=False))
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["diverged.ckpt"]
 
 
 def checksums(folder) -> dict[str, str]:

@@ -39,6 +39,17 @@ def config_dir() -> str:
     return str(packaged if packaged.is_dir() else Path(__file__).parents[2] / "configs")
 
 
+def write_error(cfg, error: OSError) -> str:
+    """The line for a file that could not be written: the file, if it is the run's or the
+    export's (a temporary file elsewhere says nothing), and the setting that moves it."""
+    run_dir = HydraConfig.get().runtime.output_dir
+    output_dir = str(Path(cfg.get("output_dir") or run_dir).absolute())
+    filename = str(error.filename or "")
+    if output_dir != run_dir and filename.startswith(output_dir):  # also <output_dir>.staging
+        return cannot_write(filename, error, "output_dir=...")
+    return cannot_write(filename if filename.startswith(run_dir) else run_dir, error)
+
+
 def _launch(name: str):
     function = TASKS[name]
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
@@ -61,10 +72,7 @@ def _launch(name: str):
         except OSError as error:
             if error.errno not in WRITE_ERRORS:
                 raise
-            # The file, if it is one of the run's: a temporary file elsewhere says nothing.
-            run_dir = HydraConfig.get().runtime.output_dir
-            named = error.filename and str(error.filename).startswith(run_dir)
-            exit_with_error(cannot_write(error.filename if named else run_dir, error))
+            exit_with_error(write_error(cfg, error))
 
     return main()
 

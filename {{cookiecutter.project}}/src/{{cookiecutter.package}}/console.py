@@ -28,12 +28,11 @@ class UserError(Exception):
     exit_status = 1
 
 
-def cannot_write(where, error: OSError) -> str:
+def cannot_write(
+    where, error: OSError, setting: str = "hydra.run.dir=... (or paths.log_dir=...)"
+) -> str:
     """The line for run files that cannot be written: a full disk, a read-only filesystem."""
-    return (
-        f"cannot write to {where}: {error.strerror}; write elsewhere with hydra.run.dir=... "
-        "(or paths.log_dir=...)"
-    )
+    return f"cannot write to {where}: {error.strerror}; write elsewhere with {setting}"
 
 
 def exit_with_error(message: str, status: int = 1) -> NoReturn:

@@ -106,14 +106,15 @@ def flatten(node, prefix: str = "") -> Iterator[tuple[str, object]]:
         yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
 
 
-def unwritable(run_dir: Path) -> str | None:
+def unwritable(run_dir: Path, **setting: str) -> str | None:
     """Why the run's files cannot be written to `run_dir`: read-only, not permitted, full. The
     probe is larger than what Hydra writes before the task runs (the task's own writes fail with
-    one line too), so that a full disk never leaves Hydra's files half-written."""
+    one line too), so that a full disk never leaves Hydra's files half-written. `setting`: the
+    one that moves the files, if not hydra.run.dir."""
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=run_dir) as probe:
             probe.write(bytes(PROBE_BYTES))
     except OSError as error:
-        return cannot_write(run_dir, error)
+        return cannot_write(run_dir, error, **setting)
     return None

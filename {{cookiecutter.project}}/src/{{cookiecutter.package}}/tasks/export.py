@@ -16,6 +16,7 @@ from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torc
 from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import fresh_folder, move_files, save_json
 from ..models import Transformer
+from ..run_dir import unwritable
 
 FORMATS = {
     "onnx": onnx,
@@ -108,6 +109,10 @@ def check_config(cfg: DictConfig) -> None:
         )
     if Path(cfg.output_dir).is_file():
         raise UserError(f"output_dir={cfg.output_dir} is a file; pass a folder for the export")
+    # Beside output_dir: the staging folder, and the export once it passed.
+    problem = unwritable(Path(cfg.output_dir).absolute().parent, setting="output_dir=...")
+    if problem:
+        raise UserError(problem)
 
 
 def load_net_and_samples(
@@ -163,6 +168,11 @@ def export(cfg: DictConfig) -> dict:
     """
     check_config(cfg)
     net, samples, datamodule = load_net_and_samples(cfg)
+    if not np.isfinite(torch_runner(net)(samples.numpy())).all():
+        raise UserError(
+            f"{cfg.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
+            "diverge?): nothing to check an export against; export an earlier checkpoint"
+        )
     destination = Path(cfg.output_dir)
     staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
     eager = torch_runner(net)
