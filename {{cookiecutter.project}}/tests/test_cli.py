@@ -211,6 +211,7 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
     (line,) = error_lines(result)
     assert line.startswith(f"error: {message}")
     assert "Traceback" not in result.stderr
+    assert "WARNING" not in result.stderr  # e.g. wandb's about an option Lightning passes
     assert file.read_text() == "kept"
     assert not list(tmp_path.rglob("*.partial*"))
     if case == "wandb":

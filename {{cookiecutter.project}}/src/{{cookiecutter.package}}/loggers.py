@@ -9,6 +9,12 @@ class WandbLogger(LightningWandbLogger):
     """Lightning's W&B logger (configs/logger/wandb.yaml). A run that W&B refuses to start, such
     as one without a login, stops with one line that says how to log in or log offline."""
 
+    def __init__(self, **options):
+        super().__init__(**options)
+        # Lightning passes anonymous=None to wandb.init, whose settings warn in every run that
+        # the option has no effect: it is left out instead.
+        self._wandb_init.pop("anonymous", None)
+
     @property
     def experiment(self):
         from wandb.errors import UsageError  # an extra: present once this logger is in use
