@@ -90,7 +90,6 @@ def finished(metrics: dict, test: bool) -> bool:
     return bool(metrics) and (not test or tested or not metrics.get("best_model_path"))
 
 
-@rank_zero_only
 @contextmanager
 def resumable(trainer: pl.Trainer, ckpt_path: str | None) -> Iterator[None]:
     """One line for a checkpoint that is further on than the run may go."""
