@@ -236,7 +236,27 @@ def image_loaders(path: str, root: str, seconds: float):
                 for x, _ in way:
                     images += len(x)
             rates[name].append(images / (time.perf_counter() - start))
-    Path(path).write_text(json.dumps({name: max(values) for name, values in rates.items()}))
+    rates = {name: max(values) for name, values in rates.items()}
+    handover = handover_ms(loader(memory, workers=1))
+    Path(path).write_text(json.dumps({"images_per_second": rates, "handover_ms": handover}))
+
+
+def handover_ms(loader: DataLoader, step_s: float = 0.04, batches: int = 40) -> float:
+    """Milliseconds the training process spends taking a batch from a worker process that has
+    it ready (a step of `step_s` gave it the time): what every batch waits with workers, however
+    fast they read. Median over `batches`."""
+    for _ in loader:  # starts the worker, which persists
+        pass
+    times, iterator = [], iter(loader)
+    while len(times) < batches:
+        time.sleep(step_s)
+        start = time.perf_counter()
+        batch = next(iterator, None)
+        if batch is None:
+            iterator = iter(loader)  # a new epoch: its first batch is not ready yet
+            continue
+        times.append(time.perf_counter() - start)
+    return 1000 * sorted(times)[len(times) // 2]
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ Writes the image-folder example (the project's scripts/example_images.py: 1,797 
 - images per second over its training split as training reads it (augmented, shuffled, batches
   of 64, resized to 64x64): the file-backed loader with 0, 1 and 2 worker processes, pinned
   memory on and off, against the same images decoded once and sliced from memory
-  (baselines.image_loaders);
+  (baselines.image_loaders); and the handover: the milliseconds the training process spends
+  taking a batch from a worker that has it ready (baselines.handover_ms), which every batch
+  waits with workers however fast they read;
 - `python train.py data=images` on it with each `data.num_workers` in --workers, and with one
   worker that is not kept between epochs (`data.persistent_workers=false`), everything else as
   configured: the training seconds per epoch and the share of them spent waiting
@@ -79,7 +81,7 @@ def main():
     else:
         variants = [[f"data.num_workers={workers}"] for workers in args.workers]
         variants.append(["data.num_workers=1", "data.persistent_workers=false"])
-    rates, runs = {}, {" ".join(data): [] for data in variants}
+    rates, handovers, runs = {}, [], {" ".join(data): [] for data in variants}
     with tempfile.TemporaryDirectory(prefix="bench-images-") as scratch:
         scratch = Path(scratch)
         root = scratch / "images"
@@ -87,8 +89,10 @@ def main():
         for round_ in range(args.rounds):
             path = scratch / f"rates{round_}.json"
             run_baseline(project, "image_loaders", str(path), str(root), str(args.seconds))
-            for name, rate in json.loads(path.read_text()).items():
+            measured = json.loads(path.read_text())
+            for name, rate in measured["images_per_second"].items():
                 rates.setdefault(name, []).append(rate)
+            handovers.append(measured["handover_ms"])
             # Rotating order, so that a busy moment does not always slow the same variant.
             for data in variants[round_ % len(variants) :] + variants[: round_ % len(variants)]:
                 runs[" ".join(data)].append(training(project, root, data, args.epochs, scratch))
@@ -99,6 +103,8 @@ def main():
     }
     memory = rates["memory"]
     rows = [[name, round(rate), rate / memory, "", ""] for name, rate in rates.items()]
+    handover = median(handovers)
+    rows.append([f"taking a ready batch from a worker: {handover:.2f} ms", "", "", "", ""])
     for data, result in runs.items():
         wait = f"{result['wait_probe']:.3f} / {result['wait_diagnostics']:.3f}"
         rows.append([f"training, {data}", "", "", result["seconds_per_epoch"], wait])
@@ -107,7 +113,12 @@ def main():
         f"Image loader: images/s over the training split (batches of 64, 64x64 RGB) and training, median of {args.rounds} rounds",
         ["loader or training run", "images/s", "x memory", "s/epoch", "wait: probe / logged"],
         rows,
-        {"project": str(project), "images_per_second": rates, "training": runs},
+        {
+            "project": str(project),
+            "images_per_second": rates,
+            "handover_ms": handover,
+            "training": runs,
+        },
     )
 
 
