@@ -60,6 +60,31 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
     assert expected in first_line(result)
 
 
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        (
+            "data.batchsize=3",
+            "error: Could not override 'data.batchsize'; to append to your config use "
+            "+data.batchsize=3; key 'batchsize' is not in struct",
+        ),
+        (
+            "data=bogus",
+            "error: In 'train': Could not find 'data/bogus'; available options in 'data': "
+            "digits, images, table",
+        ),
+        ("data.batch_size=[1", "error: no viable alternative at input '[1'; see https://"),
+    ],
+    ids=["typo", "unknown-choice", "syntax"],
+)
+def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
+    result = run_cli("train.py", override, f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
+    assert result.returncode == 1
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(expected)
+    assert not (tmp_path / "run").exists()
+
+
 def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
     """In process: the CLI prints any UserError as one line, as the test above shows."""
     broken = tmp_path / "broken.ckpt"

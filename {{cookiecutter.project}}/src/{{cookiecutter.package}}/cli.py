@@ -6,6 +6,7 @@ Task modules are imported only once a task runs, so config-only commands such as
 
 import errno
 import importlib
+import os
 import signal
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import hydra
 from dotenv import find_dotenv, load_dotenv
 from hydra.core.hydra_config import HydraConfig
+from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
 from .console import UserError, cannot_write, exit_with_error, silence_noise
@@ -74,7 +76,36 @@ def _launch(name: str):
                 raise
             exit_with_error(write_error(cfg, error))
 
-    return main()
+    # Hydra reports a bad override or config choice in five lines or more; with
+    # HYDRA_FULL_ERROR it raises instead, and the user gets one line. Set by the user, the
+    # variable keeps its meaning: Hydra's own report, with the traceback.
+    users_choice = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        return main()
+    except CompactHydraException as error:
+        if users_choice:
+            raise
+        cause = error.__cause__
+        exit_with_error(one_line(f"{error}\n{cause}" if cause else str(error)))
+
+
+def one_line(report: str) -> str:
+    """Hydra's report in one line: its lines joined, the list after a line ending in ':' by
+    commas. Left out: OmegaConf's `full_key` and `object_type` lines, which repeat the first,
+    and Hydra's config search path."""
+    report = report.split("Config search path:")[0]
+    parts = [line.strip().rstrip(".") for line in report.splitlines()]
+    parts = [part for part in parts if part and not part.startswith(("full_key:", "object_type"))]
+    line, listing = parts[0], False
+    for part in parts[1:]:
+        if listing:
+            line += f", {part}"
+        elif line.endswith(":"):
+            line, listing = f"{line} {part}", True
+        else:
+            line += f"; {part[0].lower()}{part[1:]}"
+    return line
 
 
 def train():
