@@ -66,7 +66,10 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
     name = "the image" if isinstance(source, bytes) else str(source)
     try:
         with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as image:
-            if image.getexif().get(ORIENTATION, 1) != 1:  # a photo as the camera was held
+            # A photo as the camera was held. EXIF is parsed only where a file has it (TIFF
+            # holds it among its own tags): parsing costs every file of a folder.
+            has_exif = "exif" in image.info or image.format == "TIFF"
+            if has_exif and image.getexif().get(ORIENTATION, 1) != 1:
                 image = ImageOps.exif_transpose(image)
             return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
