@@ -168,15 +168,15 @@ def export(cfg: DictConfig) -> dict:
     """
     check_config(cfg)
     net, samples, datamodule = load_net_and_samples(cfg)
-    if not np.isfinite(torch_runner(net)(samples.numpy())).all():
+    eager = torch_runner(net)
+    inputs = samples.numpy()
+    if not np.isfinite(eager(inputs)).all():
         raise UserError(
             f"{cfg.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
             "diverge?): nothing to check an export against; export an earlier checkpoint"
         )
     destination = Path(cfg.output_dir)
     staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
-    eager = torch_runner(net)
-    inputs = samples.numpy()
 
     timing = {"batch_sizes": list(cfg.batch_sizes), **cfg.latency}
     results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
