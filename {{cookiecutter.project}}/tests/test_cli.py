@@ -15,6 +15,11 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
 
+# Lightning would find the accelerator these ask for on a machine that has one.
+NO_GPU = pytest.mark.skipif(
+    torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
+)
+
 
 def first_line(result) -> str:
     return result.stderr.strip().splitlines()[0]
@@ -50,7 +55,12 @@ def test_config_only_commands_do_not_import_torch(flags):
         # A few of the settings below, through the command line users type them on.
         ("train.py", ["data.batch_size=0"], "error: data.batch_size=0 must be a whole number"),
         ("train.py", ["model.optimizer.lr=abc"], "error: model.optimizer (lr='abc'"),
-        ("train.py", ["trainer.accelerator=gpu"], "this machine has no such device"),
+        pytest.param(
+            "train.py",
+            ["trainer.accelerator=gpu"],
+            "this machine has no such device",
+            marks=NO_GPU,
+        ),
     ],
 )
 def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
@@ -102,12 +112,6 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         assert str(error.value).startswith(message)
         assert "\n" not in str(error.value)
     assert not (tmp_path / "train").exists() and not (tmp_path / "eval").exists()
-
-
-# Lightning would find the accelerator these ask for on a machine that has one.
-NO_GPU = pytest.mark.skipif(
-    torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
-)
 
 
 @pytest.mark.parametrize(
