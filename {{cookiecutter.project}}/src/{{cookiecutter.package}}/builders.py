@@ -5,7 +5,7 @@ import importlib
 import pytorch_lightning as pl
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
     Checkpoint,
@@ -93,9 +93,44 @@ def check_data_options(data: DictConfig | dict) -> None:
 
 def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     """The model; with `datamodule`, first checked to be made for the data's task."""
+    choose_network(cfg)
     if datamodule is not None:
         check_task(get_object(cfg.model._target_), datamodule.contract["target"])
     return instantiate_model(cfg.model)
+
+
+def choose_network(cfg: DictConfig) -> None:
+    """Sets `model.net` to the network that `model.nets` declares for the data's input kind,
+    unless model/net=<name> chose one; a `model.net` without a `_target_` holds settings for the
+    kind's network (e.g. debug=overfit's dropout). In place, because the checkpoint records this
+    config: eval and export rebuild the same network from it. Modules without `nets` (a
+    LightningModule of the user's own) are left as they are."""
+    nets = cfg.model.get("nets")
+    if nets is None:
+        return
+    net = cfg.model.get("net")
+    if net is None or "_target_" not in net:
+        kind = data_kind(cfg.data)
+        if kind not in nets:
+            raise UserError(
+                f"model.nets declares no network for {kind} inputs ({', '.join(nets)}): add "
+                f"model.nets.{kind}, or choose one with model/net=<cnn, mlp or transformer>"
+            )
+        net = OmegaConf.merge(nets[kind], net or {})
+    with open_dict(cfg.model):
+        cfg.model.net = net
+        del cfg.model.nets
+
+
+def data_kind(data: DictConfig) -> str:
+    """The input kind (`image`, `table`) of the datamodule that the data config names."""
+    kind = getattr(get_object(data._target_), "kind", None)
+    if not isinstance(kind, str):
+        raise UserError(
+            f"{data._target_} declares no input kind: give the class `kind = \"image\"` or "
+            "\"table\", or choose the network with model/net=<cnn, mlp or transformer>"
+        )
+    return kind
 
 
 def check_task(model_class: type, target: dict) -> None:

@@ -22,6 +22,8 @@ class DigitsDataModule(ContractDataModule):
     """Train/val/test splits of the digits (raw values 0..16), normalized with statistics of the
     train split. Held in memory; batches are sliced, not collated."""
 
+    kind = "image"
+
     def __init__(self, task: str = "classification", **common):
         super().__init__(**common)
 

@@ -133,6 +133,8 @@ class ImagesDataModule(ContractDataModule):
     """Image files of any size and format, greyscale or colour, one subfolder per class (or
     train/, val/ and test/ folders of class subfolders), resized to `image_size`."""
 
+    kind = "image"
+
     def __init__(
         self,
         root: str | None = None,

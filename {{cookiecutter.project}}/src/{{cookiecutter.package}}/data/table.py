@@ -23,6 +23,8 @@ class TableDataModule(ContractDataModule):
     labels or a number (regression, standardized). Tables are small: the encoded rows are held
     in memory and batches sliced."""
 
+    kind = "table"
+
     def __init__(
         self,
         path: str | None = None,
