@@ -80,11 +80,35 @@ def test_the_default_trainer_declares_strategy_and_num_nodes(tmp_path):
 
 def test_network_shapes_come_from_the_data_config(tmp_path):
     cfg = compose_config("train", tmp_path)
-    assert cfg.model.net.in_channels == cfg.data.channels
-    assert cfg.model.net.image_size == cfg.data.image_size
+    assert cfg.model.nets.image.in_channels == cfg.data.channels
+    assert cfg.model.nets.image.image_size == cfg.data.image_size
     assert cfg.model.num_classes == cfg.data.num_classes
+    assert cfg.model.nets.table.in_features == cfg.data.num_features
     mlp = compose_config("train", tmp_path, ["model/net=mlp"]).model.net
     assert mlp.in_features == cfg.data.num_features
+
+
+@pytest.mark.parametrize(
+    ("data", "overrides", "network"),
+    [
+        ("images", [], "SmallCNN"),
+        ("table", [], "MLP"),
+        ("table+regressor", [], "MLP"),
+        ("table", ["model/net=transformer"], "Transformer"),
+        ("images", ["model/net=mlp", "model.net.width=16"], "MLP"),
+    ],
+)
+def test_the_model_config_picks_the_network_for_the_datas_kind(
+    data, overrides, network, example_data, tmp_path
+):
+    # No data config names a network: the model's config declares one per input kind.
+    data_overrides = [f"data={data.split('+')[0]}", *example_overrides(data, example_data)]
+    cfg = compose_config("train", tmp_path, [*data_overrides, *overrides])
+    model = build_model(cfg, build_datamodule(cfg))
+    assert type(model.net).__name__ == network
+    assert "nets" not in cfg.model  # the checkpoint records the network that was chosen
+    if not overrides and data.startswith("table"):
+        assert cfg.model.net.dropout == 0.5  # the table network's own setting
 
 
 @pytest.mark.parametrize(

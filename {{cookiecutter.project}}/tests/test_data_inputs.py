@@ -9,7 +9,9 @@ from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.preprocess import decode_image, encode_table, open_image
+from {{ cookiecutter.package }}.kinds.image import encode as decode_image
+from {{ cookiecutter.package }}.kinds.image import open_image
+from {{ cookiecutter.package }}.kinds.table import encode as encode_table
 
 COLOURS = {"cat": (200, 40, 90), "dog": (40, 180, 200)}
 
@@ -64,7 +66,7 @@ def test_every_common_format_and_mode_is_read_and_other_files_are_ignored(tmp_pa
         )
         files = [f for split in datamodule.splits.values() for f in split.files]
         assert sorted(f.suffix.lower()[1:] for f in files) == sorted(2 * list(formats))
-        assert datamodule.contract["input"]["shape"] == [channels, 8, 8]
+        assert datamodule.contract.input.shape == [channels, 8, 8]
         assert (cfg.data.num_classes, cfg.data.num_features) == (2, channels * 64)
         assert datamodule.splits["train"][0][0].shape == (channels, 8, 8)
 
@@ -77,13 +79,13 @@ def test_train_val_test_folders_are_used_as_given(tmp_path):
     for split, count in (("train", 6), ("val", 3), ("test", 2)):
         files = datamodule.splits[split].files
         assert len(files) == 2 * count and {f.parents[1].name for f in files} == {split}
-    assert datamodule.contract["target"]["class_names"] == ["cat", "dog"]
+    assert datamodule.contract.target.class_names == ["cat", "dog"]
 
 
 def test_an_image_from_bytes_is_the_image_from_its_file(tmp_path):
     root = image_folder(tmp_path / "images")
     datamodule, _ = build_images(tmp_path, root)
-    preprocessing = datamodule.contract["preprocessing"]
+    preprocessing = datamodule.contract.preprocessing
     path = image(tmp_path / "photo.jpg", (40, 25), (10, 200, 120))
     from_bytes = decode_image(path.read_bytes(), preprocessing)
     np.testing.assert_array_equal(from_bytes, decode_image(path, preprocessing))
@@ -166,7 +168,7 @@ def test_folders_named_by_numbers_are_a_regression_target(tmp_path):
             image(root / value / f"{index}.png", colour=(20 * index, 90, 30))
     regression = ["data.task=regression", "data.units=years", "model=regressor"]
     datamodule, cfg = build_images(tmp_path, root, *regression)
-    target = datamodule.contract["target"]
+    target = datamodule.contract.target.to_dict()
     train = datamodule.indices["train"]
     values = np.repeat([1.0, 10.0, 2.5], 8)  # folders in sorted order: 1, 10, 2.5
     assert target["task"] == "regression" and target["units"] == "years"
@@ -235,7 +237,7 @@ def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
     parquet, cfg = build_table(tmp_path, table(tmp_path, "data.parquet"))
     assert csv.contract == parquet.contract
     assert csv.splits["train"].inputs.equal(parquet.splits["train"].inputs)
-    preprocessing = csv.contract["preprocessing"]
+    preprocessing = csv.contract.preprocessing.to_dict()
     assert preprocessing["features"] == [
         "size",
         "colour=blue",
@@ -243,7 +245,7 @@ def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
         "colour=red",
         "colour=<unknown>",
     ]
-    assert csv.contract["target"] == {
+    assert csv.contract.target.to_dict() == {
         "task": "classification",
         "name": "kind",
         "class_names": ["a", "b"],
@@ -256,24 +258,24 @@ def test_rows_are_encoded_by_column_name_with_training_statistics(tmp_path):
     datamodule, _ = build_table(
         tmp_path, table(tmp_path, code=[1, 2, 3, 4] * 10), "data.categorical=[code]"
     )
-    preprocessing = datamodule.contract["preprocessing"]
-    size, colour, code = preprocessing["columns"]
-    assert code["vocabulary"] == ["1", "2", "3", "4"]
+    preprocessing = datamodule.contract.preprocessing
+    size, colour, code = preprocessing.columns
+    assert code.vocabulary == ["1", "2", "3", "4"]
     rows = pd.DataFrame(
         {
             "code": [2.0, None, 9],  # 2.0 is category "2"; 9 was never seen
             "colour": ["red", "purple", None],
             "extra": [1, 2, 3],  # not a feature: ignored
-            "size": [size["mean"], None, size["mean"] + size["std"]],
+            "size": [size.mean, None, size.mean + size.std],
         }
     )
     encoded = encode_table(rows, preprocessing)
-    most_frequent = colour["vocabulary"].index(colour["fill"])
+    most_frequent = colour.vocabulary.index(colour.fill)
     expected = np.zeros((3, 10), np.float32)
     expected[:, 0] = [0, 0, 1]  # standardized; missing: the training mean
-    red = colour["vocabulary"].index("red")
+    red = colour.vocabulary.index("red")
     expected[[0, 1, 2], [1 + red, 1 + 3, 1 + most_frequent]] = 1  # red, unknown, most frequent
-    expected[[0, 1, 2], [5 + 1, 5 + code["vocabulary"].index(code["fill"]), 9]] = 1
+    expected[[0, 1, 2], [5 + 1, 5 + code.vocabulary.index(code.fill), 9]] = 1
     np.testing.assert_allclose(encoded, expected, atol=1e-6)
     without = rows.drop(columns="colour")
     fails_with("rows.csv has no column 'colour'", encode_table, without, preprocessing, "rows.csv")
@@ -284,7 +286,7 @@ def test_rows_are_encoded_by_column_name_with_training_statistics(tmp_path):
 def test_an_integer_target_with_few_values_is_classification(tmp_path):
     path = table(tmp_path, label=[3, 1, 2, 1] * 10)
     datamodule, _ = build_table(tmp_path, path, "data.features=[size,colour]", target="label")
-    assert datamodule.contract["target"]["class_names"] == ["1", "2", "3"]
+    assert datamodule.contract.target.class_names == ["1", "2", "3"]
     labels = pd.read_csv(path)["label"].to_numpy()
     assert (
         datamodule.splits["val"].targets.numpy() == labels[datamodule.indices["val"]] - 1
@@ -345,7 +347,7 @@ def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_
     prices = np.linspace(1, 9, 40)
     path = table(tmp_path, "data.parquet", price=prices, n=list(range(40)))
     datamodule, _ = build_table(tmp_path, path, "data.units=EUR", target="price")
-    target = datamodule.contract["target"]
+    target = datamodule.contract.target.to_dict()
     train = prices[datamodule.indices["train"]]
     assert target == {
         "task": "regression",
@@ -358,9 +360,9 @@ def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_
         (train - train.mean()) / train.std(), abs=1e-6
     )
     # 40 distinct integers are a number too, unless they are named class labels.
-    assert build_table(tmp_path, path, target="n")[0].contract["target"]["task"] == "regression"
+    assert build_table(tmp_path, path, target="n")[0].contract.target.task == "regression"
     labels, _ = build_table(tmp_path, path, "data.task=classification", target="n")
-    assert labels.contract["target"]["class_names"][:3] == ["0", "1", "2"]
+    assert labels.contract.target.class_names[:3] == ["0", "1", "2"]
 
 
 def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
@@ -376,7 +378,7 @@ def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
 def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
     path = table(tmp_path, age=["12", "about 12"] * 20)
     datamodule, _ = build_table(tmp_path, path, "data.categorical=[age]")
-    assert datamodule.contract["preprocessing"]["columns"][-1]["vocabulary"] == ["12", "about 12"]
+    assert datamodule.contract.preprocessing.columns[-1].vocabulary == ["12", "about 12"]
 
 
 @pytest.mark.parametrize(

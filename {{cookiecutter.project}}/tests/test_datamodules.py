@@ -17,7 +17,10 @@ from {{ cookiecutter.package }}.builders import build_datamodule
 from {{ cookiecutter.package }}.data import DigitsDataModule
 from {{ cookiecutter.package }}.data.base import SPLITS
 from {{ cookiecutter.package }}.data.images import ImageFiles
-from {{ cookiecutter.package }}.preprocess import decode_image, encode_table, normalize, read_table
+from {{ cookiecutter.package }}.kinds.image import encode as decode_image
+from {{ cookiecutter.package }}.kinds.image import normalize
+from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.kinds.table import read_table
 
 
 def build(data_overrides, tmp_path, *overrides):
@@ -26,19 +29,19 @@ def build(data_overrides, tmp_path, *overrides):
 
 
 def from_raw(datamodule, split: str, positions: list[int]) -> tuple[np.ndarray, list[str]]:
-    """The model inputs and class names of some samples, computed by preprocess.py (numpy,
+    """The model inputs and class names of some samples, computed by kinds/ (numpy,
     Pillow and pandas: what predict and serve run) from the raw files or rows."""
     contract, dataset = datamodule.contract, datamodule.splits[split]
-    preprocessing, names = contract["preprocessing"], contract["target"]["class_names"]
+    preprocessing, names = contract.preprocessing, contract.target.class_names
     if isinstance(dataset, ImageFiles):
         files = [dataset.files[p] for p in positions]
         return np.stack([decode_image(f, preprocessing) for f in files]), [
             f.parent.name for f in files
         ]
     rows = datamodule.indices[split][positions]
-    if contract["input"]["kind"] == "table":
+    if contract.input.kind == "table":
         table = read_table(datamodule.hparams.path).iloc[rows]
-        labels = table[contract["target"]["name"]].astype(str).tolist()
+        labels = table[contract.target.name].astype(str).tolist()
         return encode_table(table, preprocessing), labels
     if isinstance(datamodule, DigitsDataModule):
         digits = load_digits()
@@ -49,8 +52,9 @@ def from_raw(datamodule, split: str, positions: list[int]) -> tuple[np.ndarray, 
 
 def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_path):
     datamodule, cfg = build(data_overrides, tmp_path)
-    contract = datamodule.contract
+    contract = datamodule.contract.to_dict()
     assert json.loads(json.dumps(contract)) == contract
+    assert type(datamodule.contract).from_dict(contract, "the test") == datamodule.contract
     assert contract["input"]["dtype"] == "float32"
     inputs, targets = next(iter(datamodule.train_dataloader()))
     assert list(inputs.shape[1:]) == contract["input"]["shape"]
@@ -62,7 +66,7 @@ def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_pat
 
 def test_samples_are_what_preprocess_computes_from_the_raw_data(data_overrides, tmp_path):
     datamodule, _ = build(data_overrides, tmp_path)
-    names = datamodule.contract["target"]["class_names"]
+    names = datamodule.contract.target.class_names
     for split in ("val", "test"):
         dataset = datamodule.splits[split]
         positions = list(range(min(5, len(dataset))))

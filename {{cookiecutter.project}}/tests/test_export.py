@@ -45,7 +45,7 @@ def test_manifest_describes_the_input_and_checksums_every_file(exported_run):
     # The data contract of training, as the datamodule declares it.
     datamodule = DigitsDataModule()
     datamodule.setup()
-    assert manifest["preprocessing"] == datamodule.contract["preprocessing"]
+    assert manifest["preprocessing"] == datamodule.contract.preprocessing.to_dict()
     assert manifest["preprocessing"]["value_range"] == [0, 16]
     assert manifest["task"] == "classification"
     assert manifest["target"]["class_names"] == [str(digit) for digit in range(10)]

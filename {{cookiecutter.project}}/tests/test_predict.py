@@ -186,17 +186,17 @@ def edited_export(exported_run, tmp_path, edit) -> Path:
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda m: m.pop("target"), "manifest.json lacks target"),
-        (lambda m: m.pop("preprocessing"), "manifest.json lacks preprocessing"),
+        (lambda m: m.pop("target"), "manifest.json: target: Field required; export again"),
+        (lambda m: m.pop("preprocessing"), "manifest.json: preprocessing: Field required; export again"),
         (lambda m: m["input"].update(shape=["batch", 3, 8, 8]), "declares inputs of shape"),
-        (lambda m: m["target"]["class_names"].pop(), "names 9 classes, the model has 10 outputs"),
+        (lambda m: m["target"]["class_names"].pop(), "describes a classification of 9 outputs, the model has 10"),
         (
             lambda m: m["preprocessing"].update(std=[0.0]),
             "normalization std [0.0]; it must be positive",
         ),
         (
             lambda m: m["preprocessing"].pop("mean"),
-            "manifest.json lacks preprocessing.mean (or has the wrong type)",
+            "manifest.json: preprocessing.mean: Field required; export again",
         ),
         (
             lambda m: m["preprocessing"].update(image_size=16),

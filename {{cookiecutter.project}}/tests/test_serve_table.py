@@ -72,8 +72,8 @@ def test_a_test_split_smaller_than_a_batch_is_repeated_to_fill_it(table_export):
             lambda spec: spec.update(std=0.0),
             "preprocessing column 'malic_acid' std 0.0; it must be positive",
         ),
-        (lambda spec: spec.pop("fill"), "lacks preprocessing column 'malic_acid'.fill"),
-        (lambda spec: spec.update(kind="ordinal"), "a column spec that is not numeric or"),
+        (lambda spec: spec.pop("fill"), ".numeric.fill: Field required; export again"),
+        (lambda spec: spec.update(kind="ordinal"), "does not match any of the expected tags"),
     ],
     ids=["std", "fill", "kind"],
 )

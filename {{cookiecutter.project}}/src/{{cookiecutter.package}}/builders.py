@@ -18,7 +18,9 @@ from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
+from . import targets
 from .console import UserError
+from .contract import Target
 from .launch import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
@@ -50,7 +52,9 @@ def seed_everything(seed: int | None) -> None:
 
 def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
     """The datamodule, set up, with the shapes that only the data knows (number of classes,
-    of features) written into `cfg.data`, where the model's config reads them."""
+    of features) written into `cfg.data`. They go there, rather than to the model directly,
+    because model configs read them as `${data.num_classes}`: a LightningModule of the user's
+    own gets them as any data setting, and the checkpoint records the resolved values."""
     check_data_options(cfg.data)
     datamodule = instantiate(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     # Before the model exists, and in every process: the networks are built for these shapes.
@@ -95,7 +99,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     """The model; with `datamodule`, first checked to be made for the data's task."""
     choose_network(cfg)
     if datamodule is not None:
-        check_task(get_object(cfg.model._target_), datamodule.contract["target"])
+        check_task(get_object(cfg.model._target_), datamodule.contract.target)
     return instantiate_model(cfg.model)
 
 
@@ -133,21 +137,16 @@ def data_kind(data: DictConfig) -> str:
     return kind
 
 
-def check_task(model_class: type, target: dict) -> None:
+def check_task(model_class: type, target: Target) -> None:
     """A classifier needs class labels, a regressor numbers: one line when they differ."""
     task = getattr(model_class, "task", None)
-    if task is None or task == target["task"]:
+    if task is None or task == target.task:
         return
-    hint = {
-        "classification": "pass data.task=regression to predict it as a number, or "
-        "model=classifier",
-        "regression": "pass model=regressor, or data.task=classification to read it as class "
-        "labels",
-    }[target["task"]]
-    subject = f"data {target['name']!r}" if "name" in target else "the data's target"
+    name = getattr(target, "name", None)
+    subject = f"data {name!r}" if name else "the data's target"
     raise UserError(
-        f"{model_class.__name__} is a {task} model, but {subject} is a {target['task']} "
-        f"target: {hint}"
+        f"{model_class.__name__} is a {task} model, but {subject} is a {target.task} "
+        f"target: {targets.get(target.task).HINT}"
     )
 
 
@@ -176,9 +175,11 @@ def build_trained(
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
     check_data_options(data_config)  # with the changes eval or export was given
-    datamodule = instantiate(data_config, _convert_="all")
     # Prepared as the model was trained: its statistics, vocabularies and classes.
-    datamodule.trained_contract = checkpoint["config"].get("contract")
+    contract = checkpoint["config"].get("contract")
+    if not isinstance(contract, dict):
+        raise UserError(f"{path} records no data contract: pass a checkpoint that train.py wrote")
+    datamodule = instantiate(data_config, contract=contract, _convert_="all")
     return model.eval(), datamodule
 
 

@@ -178,10 +178,11 @@ class ConfigInCheckpoint(pl.Callback):
         self.model, self.data = model, data
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        contract = getattr(trainer.datamodule, "contract", None)
         checkpoint["config"] = {
             "model": OmegaConf.to_container(self.model, resolve=True),
             "data": OmegaConf.to_container(self.data, resolve=True),
-            "contract": getattr(trainer.datamodule, "contract", None),
+            "contract": contract.to_dict() if contract else None,
         }
 
 

@@ -28,6 +28,10 @@ class UserError(Exception):
     exit_status = 1
 
 
+class TooLarge(UserError):
+    """An input too large to take (serve answers 413)."""
+
+
 def cannot_write(
     where, error: OSError, setting: str = "hydra.run.dir=... (or paths.log_dir=...)"
 ) -> str:

@@ -22,24 +22,15 @@ from typing import Annotated, NamedTuple
 import litserve as ls
 import numpy as np
 import onnxruntime as ort
-import pandas as pd
 import python_multipart  # noqa: F401  (starlette parses uploads with it, and fails without)
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from PIL import Image
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 
-from .console import UserError
-from .inference import (
-    check_top_k,
-    from_arrays,
-    from_images,
-    from_rows,
-    load_export,
-    non_finite,
-    variant_entry,
-)
+from .console import TooLarge, UserError
+from .contract import Artifact, Manifest
+from .inference import check_top_k, kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
 
 PAGE = Path(__file__).with_name("page.html")
@@ -114,9 +105,9 @@ async def read_body(request: Request, limit: int) -> bytes:
     return bytes(body)
 
 
-def from_json(body: bytes, manifest: dict, top_k) -> tuple[np.ndarray, object]:
-    """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}`, and the
-    request's top_k (the body's, else the query's)."""
+def from_json(body: bytes, manifest: Manifest, top_k) -> tuple[np.ndarray, object]:
+    """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}` (as the input
+    kind takes them), and the request's top_k (the body's, else the query's)."""
 
     def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
         raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
@@ -133,35 +124,18 @@ def from_json(body: bytes, manifest: dict, top_k) -> tuple[np.ndarray, object]:
         got = f"keys {sorted(payload)}" if isinstance(payload, dict) else type(payload).__name__
         expected = 'expected {"inputs": [...]} or {"rows": [...]}, and "top_k"'
         raise refuse(422, f"{expected}; got {got}")
-    top_k = payload.get("top_k", top_k)
     with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: refused as infinite
-        if "rows" in payload:
-            return from_rows(table(payload["rows"]), manifest, "rows"), top_k
-        try:
-            values = np.asarray(payload["inputs"])
-        except ValueError:  # ragged
-            raise refuse(422, "inputs must be an array of numbers, every row as long") from None
-        return from_arrays(values, manifest, "inputs"), top_k
+        inputs = kind_of(manifest).from_json(payload, manifest.preprocessing)
+    return inputs, payload.get("top_k", top_k)
 
 
-def table(rows) -> pd.DataFrame:
-    """Rows as a table; a column a row leaves out, or gives as null, is missing in it."""
-    if (
-        not isinstance(rows, list)
-        or not rows
-        or not all(isinstance(row, dict) for row in rows)
-        or any(isinstance(value, dict | list) for row in rows for value in row.values())
-    ):
-        raise refuse(
-            422, 'rows must be a list of objects {"column": value}, values numbers, text or null'
-        )
-    return pd.DataFrame(rows)
-
-
-async def from_upload(request: Request, body: bytes, manifest: dict, limit: int) -> np.ndarray:
-    """The model input of an image sent as the form field `file`, decoded as predict does."""
-    if manifest["input"]["kind"] != "image":
-        raise refuse(415, 'this model takes table rows: send JSON {"rows": [{...}]}')
+async def from_upload(
+    request: Request, body: bytes, manifest: Manifest, limit: int
+) -> np.ndarray:
+    """The model input of a file sent as the form field `file`, decoded as predict does."""
+    kind = kind_of(manifest)
+    if kind.UPLOAD is None:
+        raise refuse(415, f"this model takes {kind.REQUEST}")
 
     async def chunks():
         yield body
@@ -175,17 +149,14 @@ async def from_upload(request: Request, body: bytes, manifest: dict, limit: int)
         raise refuse(400, f"the multipart body is malformed: {error.message}") from None
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
-        raise refuse(422, 'send the image as a file in the form field "file"')
+        raise refuse(422, 'send the file in the form field "file"')
     name, data = upload.filename or "the upload", await upload.read()
-    with warnings.catch_warnings():
-        # Pillow only warns up to twice its pixel limit: a small file can decode to gigabytes.
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            return from_images([data], manifest)
-        except (Image.DecompressionBombWarning, Image.DecompressionBombError):
-            raise refuse(413, f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
-        except UserError:
-            raise refuse(400, f"{name} is not an image that Pillow can read") from None
+    try:
+        return kind.from_upload(data, name, manifest.preprocessing)
+    except TooLarge as error:
+        raise refuse(413, str(error)) from None
+    except UserError as error:
+        raise refuse(400, str(error)) from None
 
 
 class ExportAPI(ls.LitAPI):
@@ -245,7 +216,7 @@ class ExportAPI(ls.LitAPI):
 def build_server(
     export_dir: Path,
     variant: str,
-    manifest: dict,
+    manifest: Manifest,
     workers: int,
     threads: int,
     max_batch_size: int,
@@ -301,16 +272,16 @@ def build_server(
     return server
 
 
-def info(manifest: dict, model: dict, settings: dict) -> dict:
+def info(manifest: Manifest, model: Artifact, settings: dict) -> dict:
     """GET /info: what the model takes and gives, which model it is, and what serves it."""
     return {
-        "task": manifest["task"],
-        "input": manifest["input"],
-        "target": manifest["target"],
-        "classes": manifest["target"].get("class_names"),
-        "model": {key: model[key] for key in ("file", "sha256")},
+        "task": manifest.task,
+        "input": manifest.input.to_dict(),
+        "target": manifest.target.to_dict(),
+        "classes": getattr(manifest.target, "class_names", None),
+        "model": {"file": model.file, "sha256": model.sha256},
         "versions": {
-            "export": manifest.get("versions", {}),
+            "export": manifest.versions,
             "serve": {
                 "python": platform.python_version(),
                 "litserve": version("litserve"),
@@ -322,20 +293,16 @@ def info(manifest: dict, model: dict, settings: dict) -> dict:
     }
 
 
-def page(manifest: dict) -> str:
-    """The page at /, with what it needs to know of the model written into it."""
-    preprocessing = manifest["preprocessing"]
+def page(manifest: Manifest) -> str:
+    """The page at /, with what it needs to know of the model written into it: the input kind's
+    form, and what the task answers."""
+    target = manifest.target
     config = {
-        "task": manifest["task"],
-        "kind": manifest["input"]["kind"],
-        "image_size": preprocessing.get("image_size"),
-        "columns": [
-            {key: spec.get(key) for key in ("name", "kind", "vocabulary")}
-            for spec in preprocessing.get("columns", [])
-        ],
-        "classes": len(manifest["target"].get("class_names", [])),
-        "target": manifest["target"].get("name"),
-        "units": manifest["target"].get("units"),
+        "task": manifest.task,
+        "form": kind_of(manifest).form(manifest.preprocessing),
+        "classes": len(getattr(target, "class_names", None) or []),
+        "target": getattr(target, "name", None),
+        "units": getattr(target, "units", None),
     }
     # Column names come from the user's table: "</script>" in one must not end the script.
     return PAGE.read_text().replace("__CONFIG__", json.dumps(config).replace("<", "\\u003c"))

@@ -29,9 +29,9 @@ class ConfusionMatrixImage(ValidationPictures):
         return self.matrix.compute().cpu().numpy()  # summed over DDP processes
 
     def draw(self, matrix: np.ndarray, trainer) -> dict[str, Figure]:
-        contract = getattr(trainer.datamodule, "contract", None) or {}
-        names = contract.get("target", {}).get("class_names") or list(range(len(matrix)))
-        return {"confusion_matrix": draw(matrix, names)}
+        contract = getattr(trainer.datamodule, "contract", None)
+        names = getattr(contract and contract.target, "class_names", None)
+        return {"confusion_matrix": draw(matrix, names or list(range(len(matrix))))}
 
 
 def draw(matrix: np.ndarray, class_names: list) -> Figure:

@@ -36,9 +36,9 @@ class RegressionPlots(ValidationPictures):
 
     def draw(self, results, trainer) -> dict[str, Figure]:
         predicted, true = results
-        target = trainer.datamodule.contract["target"]
+        target = trainer.datamodule.contract.target
         # e.g. "progression" or "price (USD)": what the axes measure.
-        quantity = f"{target['name']}" + (f" ({target['units']})" if target.get("units") else "")
+        quantity = target.name + (f" ({target.units})" if target.units else "")
         return {
             "predicted_vs_true": scatter(
                 true, predicted, f"true {quantity}", f"predicted {quantity}", diagonal=True

@@ -1,8 +1,9 @@
 """What every datamodule holds: its data contract, its train/val/test splits, their loaders and
-the shapes the networks are built for. A datamodule on this base writes only `read()`."""
+the shapes the networks are built for. A datamodule on this base says how to read its samples,
+how to fit a contract on the training split and how to apply one."""
 
 import math
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
@@ -10,6 +11,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from ..console import UserError
+from ..contract import Contract, Input, Preprocessing, Target
+from ..kinds import get as get_kind
 from .loaders import make_loader
 
 SPLITS = ("train", "val", "test")
@@ -20,11 +23,17 @@ SHAPES = ("channels", "image_size", "num_features", "num_classes")
 class ContractDataModule(pl.LightningDataModule):
     """Splits, loaders and the contract of a dataset; a subclass says how to read it.
 
-    `read()` returns `({"train": Dataset, "val": ..., "test": ...}, contract)`, with the contract
-    built by the functions of `preprocess.py` from the training split only. It calls
-    `self.split(n)` for a random split of n samples, reproducible from `split_seed`. Datasets
-    that fetch whole batches in memory are `InMemoryDataset`s; any other dataset is fine too.
+    `setup()` runs three steps: `read()` returns the samples in whatever form the subclass
+    likes (calling `self.split(n)` for a random split of n samples, reproducible from
+    `split_seed`); `fit(samples)` returns the contract, fitted on the training split only; and
+    `apply(samples, contract)` returns `{"train": Dataset, "val": ..., "test": ...}` prepared
+    as the contract says. Given a trained model's `contract`, fitting is skipped: eval and
+    export prepare other data exactly as the model was trained on. `kind` names the input kind
+    (a module of kinds/) whose functions fit and apply the preprocessing. Datasets that fetch
+    whole batches in memory are `InMemoryDataset`s; any other dataset is fine too.
     """
+
+    kind: str
 
     def __init__(
         self,
@@ -39,29 +48,40 @@ class ContractDataModule(pl.LightningDataModule):
         image_size: int | None = None,
         num_features: int | None = None,
         num_classes: int | None = None,
+        contract: dict | None = None,
     ):
         super().__init__()
-        self.save_hyperparameters(logger=False)
-        self.contract: dict | None = None
-        # The contract of a trained model, to evaluate it on other data: see `fitted`.
-        self.trained_contract: dict | None = None
+        # The contract stays out of the hyperparameters: it is the checkpoint's own record.
+        self.save_hyperparameters(logger=False, ignore=["contract"])
+        self.trained = Contract.from_dict(contract, "the trained contract") if contract else None
+        self.contract: Contract | None = None
         self.splits: dict[str, Dataset] = {}
         # Each split's positions among all samples, in the order its dataset holds them.
         self.indices: dict[str, np.ndarray] = {}
 
-    def read(self) -> tuple[dict[str, Dataset], dict]:
+    def read(self) -> Any:
+        raise NotImplementedError
+
+    def fit(self, samples: Any) -> Contract:
+        raise NotImplementedError
+
+    def apply(self, samples: Any, contract: Contract) -> dict[str, Dataset]:
         raise NotImplementedError
 
     def setup(self, stage: str | None = None):
         # Runs on every process, and once: state assigned here exists in each DDP rank.
         if self.contract is None:
-            self.splits, self.contract = self.read()
+            samples = self.read()
+            self.contract = self.trained or self.fit(samples)
+            self.splits = self.apply(samples, self.contract)
             self.check_shapes()
 
-    def fitted(self, part: str, fit: Callable[[], dict]) -> dict:
-        """The contract's `part` ("preprocessing" or "target"): fitted now on the training split,
-        or the trained model's, which must prepare other data exactly as it was trained on."""
-        return self.trained_contract[part] if self.trained_contract else fit()
+    def declare(self, preprocessing: Preprocessing, target: Target) -> Contract:
+        """The contract of samples prepared by `preprocessing`, of this datamodule's kind."""
+        shape = get_kind(self.kind).input_shape(preprocessing)
+        return Contract(
+            input=Input(kind=self.kind, shape=shape), preprocessing=preprocessing, target=target
+        )
 
     def split(self, count: int) -> dict[str, np.ndarray]:
         """Random positions of the train, val and test samples among `count`."""
@@ -82,14 +102,13 @@ class ContractDataModule(pl.LightningDataModule):
     @property
     def shapes(self) -> dict[str, int | None]:
         """What the networks are built for, from the contract; None where it does not apply."""
-        spec, target = self.contract["input"], self.contract["target"]
-        image = spec["kind"] == "image"
-        classes = target.get("class_names")
+        shape, target = self.contract.input.shape, self.contract.target
+        image = len(shape) == 3  # channels, height, width
         return {
-            "channels": spec["shape"][0] if image else None,
-            "image_size": spec["shape"][-1] if image else None,
-            "num_features": math.prod(spec["shape"]),
-            "num_classes": len(classes) if classes else None,
+            "channels": shape[0] if image else None,
+            "image_size": shape[-1] if image else None,
+            "num_features": math.prod(shape),
+            "num_classes": len(getattr(target, "class_names", None) or []) or None,
         }
 
     def check_shapes(self) -> None:
@@ -100,10 +119,6 @@ class ContractDataModule(pl.LightningDataModule):
                     f"data.{key}={given}, but the data has {value}: set data.{key}={value}, "
                     "or null to take it from the data"
                 )
-
-    @property
-    def class_names(self) -> list[str] | None:
-        return self.contract["target"].get("class_names") if self.contract else None
 
     def loader(self, split: str, as_evaluated: bool = False) -> DataLoader:
         """The split's loader; `as_evaluated`: in order and without augmentation, as evaluation

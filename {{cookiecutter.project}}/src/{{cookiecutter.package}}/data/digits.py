@@ -5,15 +5,10 @@ import pandas as pd
 import torch
 from sklearn.datasets import load_digits
 
-from ..preprocess import (
-    classification_target,
-    encode_target,
-    image_contract,
-    normalization,
-    normalize,
-    pixel_moments,
-    regression_target,
-)
+from .. import targets
+from ..contract import Contract
+from ..kinds import image
+from ..targets import classification, regression
 from .base import ContractDataModule
 from .loaders import InMemoryDataset
 
@@ -32,25 +27,29 @@ class DigitsDataModule(ContractDataModule):
         # data that ships with scikit-learn is missing.
         load_digits()
 
-    def read(self):
+    def read(self) -> tuple[np.ndarray, pd.Series]:
         digits = load_digits()
-        images = digits.images.astype(np.float32)[:, None]
-        indices = self.split(len(images))
-        stats = self.fitted(
-            "preprocessing", lambda: normalization(pixel_moments(images[indices["train"]]))
-        )
-        values = pd.Series(digits.target)
-        target = self.fitted("target", lambda: self.fit_target(values.iloc[indices["train"]]))
-        labels = torch.tensor(encode_target(values, target))  # a copy: pandas may share its memory
-        contract = image_contract(1, 8, [0, 16], stats, target)
-        inputs = torch.from_numpy(normalize(images, contract["preprocessing"]))
-        splits = {
-            name: InMemoryDataset(inputs[index], labels[index]) for name, index in indices.items()
-        }
-        return splits, contract
+        self.split(len(digits.images))
+        return digits.images.astype(np.float32)[:, None], pd.Series(digits.target)
 
-    def fit_target(self, train: pd.Series) -> dict:
-        """The ten digits as classes, or (regression) the digit's value as a number."""
+    def fit(self, samples: tuple[np.ndarray, pd.Series]) -> Contract:
+        """Per-channel statistics of the training images; the ten digits as classes, or
+        (regression) the digit's value as a number."""
+        images, values = samples
+        train = self.indices["train"]
+        preprocessing = image.fit(image.pixel_moments(images[train]), 1, 8, [0, 16])
         if self.hparams.task == "regression":
-            return regression_target(train, "digit", None, None)
-        return classification_target([str(digit) for digit in range(10)])
+            target = regression.fit(values.iloc[train], "digit", None)
+        else:
+            target = classification.fit([str(digit) for digit in range(10)])
+        return self.declare(preprocessing, target)
+
+    def apply(self, samples: tuple[np.ndarray, pd.Series], contract: Contract) -> dict:
+        images, values = samples
+        inputs = torch.from_numpy(image.normalize(images, contract.preprocessing))
+        # A copy: pandas may share its memory, which torch would warn about.
+        labels = torch.tensor(targets.get(contract.target.task).encode(values, contract.target))
+        return {
+            name: InMemoryDataset(inputs[index], labels[index])
+            for name, index in self.indices.items()
+        }

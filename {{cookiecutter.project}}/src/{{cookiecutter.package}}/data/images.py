@@ -8,23 +8,30 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from PIL import Image, UnidentifiedImageError
 from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import Dataset
 
+from .. import targets
 from ..console import UserError
-from ..preprocess import (
-    IMAGE_SUFFIXES,
-    classification_target,
-    encode_target,
-    image_contract,
+from ..contract import Contract
+from ..kinds.image import (
+    SUFFIXES,
+    Preprocessing,
+    fit,
+    image_files,
     image_values,
-    normalization,
     normalize,
     open_image,
     pixel_moments,
-    regression_target,
 )
+from ..targets import classification, regression
 from .base import SPLITS, ContractDataModule
+
+# data.image_size left null: the images' usual shorter side, up to this. Larger images cost
+# more to decode and train on than small networks gain from them.
+LARGEST_INFERRED_SIZE = 64
+GREYSCALE_MODES = {"1", "L", "LA", "I", "I;16", "I;16B", "I;16L", "I;16N", "F"}
 
 
 def random_box(width: int, height: int, crop_scale, crop_ratio) -> tuple[float, ...]:
@@ -49,7 +56,7 @@ class ImageFiles(Dataset):
     """Image files, each read when a batch needs it (in the DataLoader's worker processes),
     resized and normalized as `preprocessing` says; augmented when `augment` is given."""
 
-    def __init__(self, files: list[Path], labels: list[int], preprocessing: dict, augment=None):
+    def __init__(self, files: list[Path], labels, preprocessing: Preprocessing, augment=None):
         self.files, self.labels = files, labels
         self.preprocessing, self.augment = preprocessing, augment or {}
 
@@ -60,25 +67,15 @@ class ImageFiles(Dataset):
         return ImageFiles(self.files, self.labels, self.preprocessing)
 
     def __getitem__(self, index: int):
-        image = open_image(self.files[index], self.preprocessing["channels"])
+        p = self.preprocessing
+        image = open_image(self.files[index], p.channels)
         box = None
         if self.augment.get("crop_scale"):
             box = random_box(*image.size, self.augment["crop_scale"], self.augment["crop_ratio"])
-        raw = image_values(image, self.preprocessing, box)
+        raw = image_values(image, p.image_size, p.value_range, box)
         if self.augment.get("flip") and random.random() < 0.5:
             raw = raw[..., ::-1]
-        return torch.from_numpy(normalize(raw, self.preprocessing)), self.labels[index]
-
-
-def image_files(folder: Path) -> list[Path]:
-    """The image files below `folder`; hidden files and folders and other files left out."""
-    return sorted(
-        path
-        for path in folder.rglob("*")
-        if path.suffix.lower() in IMAGE_SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-        and path.is_file()
-    )
+        return torch.from_numpy(normalize(raw, p)), self.labels[index]
 
 
 def class_folders(folder: Path) -> dict[str, list[Path]]:
@@ -93,7 +90,7 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
     for name, found in files.items():
         if not found:
             raise UserError(
-                f"{folder / name} holds no images ({', '.join(IMAGE_SUFFIXES)}); add some or "
+                f"{folder / name} holds no images ({', '.join(SUFFIXES)}); add some or "
                 "remove the folder"
             )
     return files
@@ -131,15 +128,16 @@ def check_numbers(root: Path, folders: list[str]) -> None:
 
 class ImagesDataModule(ContractDataModule):
     """Image files of any size and format, greyscale or colour, one subfolder per class (or
-    train/, val/ and test/ folders of class subfolders), resized to `image_size`."""
+    train/, val/ and test/ folders of class subfolders), resized to `image_size`; `channels` and
+    `image_size` left null are read off the images."""
 
     kind = "image"
 
     def __init__(
         self,
         root: str | None = None,
-        channels: int = 3,
-        image_size: int = 64,
+        channels: int | None = None,
+        image_size: int | None = None,
         augment: dict | None = None,
         skip_unreadable: bool = False,
         task: str = "classification",
@@ -148,7 +146,9 @@ class ImagesDataModule(ContractDataModule):
     ):
         super().__init__(channels=channels, image_size=image_size, **common)
 
-    def read(self):
+    def read(self) -> dict:
+        """Every readable image, with its folder's name, and each one's pixel moments, which
+        `fit` sums over the training images."""
         root = self.hparams.root
         if not root or not Path(root).is_dir():
             wrong = f"data.root={root} is not a folder" if root else "data=images needs data.root"
@@ -168,70 +168,95 @@ class ImagesDataModule(ContractDataModule):
             for name, files in classes.items()
             for file in files
         ]
-        # A trained model's own size and channels, when it is evaluated on these images.
-        shape = self.fitted(
-            "input", lambda: {"shape": [self.hparams.channels, self.hparams.image_size]}
-        )
-        channels, size = shape["shape"][:2]
-        # Files hold 0..255; the model sees them as 0..1 before normalization.
-        preprocessing = {"channels": channels, "image_size": size, "value_range": [0, 1]}
-        moments = self.check_files([file for _, file, _ in samples], preprocessing)
+        channels, size = self.image_shape([file for _, file, _ in samples])
+        moments = self.check_files([file for _, file, _ in samples], channels, size)
         samples = [sample for sample, m in zip(samples, moments, strict=True) if m is not None]
-        moments = [m for m in moments if m is not None]
         if "all" in groups:
             self.split(len(samples))
         else:
-            groups = np.array([group for group, _, _ in samples])
-            self.indices = {name: np.flatnonzero(groups == name) for name in SPLITS}
-        stats = self.fitted(
-            "preprocessing",
-            lambda: normalization(sum(moments[index] for index in self.indices["train"])),
-        )
-        names = pd.Series([name for _, _, name in samples])
-        target = self.fitted("target", lambda: self.fit_target(folders, names))
-        labels = encode_target(names, target)
-        contract = image_contract(channels, size, preprocessing["value_range"], stats, target)
-        splits = {
+            names = np.array([group for group, _, _ in samples])
+            self.indices = {name: np.flatnonzero(names == name) for name in SPLITS}
+        return {
+            "files": [file for _, file, _ in samples],
+            "names": pd.Series([name for _, _, name in samples]),
+            "folders": folders,
+            "moments": [m for m in moments if m is not None],
+            "shape": (channels, size),
+        }
+
+    def image_shape(self, files: list[Path]) -> tuple[int, int]:
+        """The channels and size images are read with: a trained model's; else data.channels and
+        data.image_size, each read off the images' headers where null (greyscale if every image
+        is; the median shorter side, at most LARGEST_INFERRED_SIZE) and stated."""
+        if self.trained:
+            return self.trained.input.shape[0], self.trained.input.shape[-1]
+        channels, size = self.hparams.channels, self.hparams.image_size
+        if channels is None or size is None:
+            with ThreadPoolExecutor() as pool:
+                headers = [h for h in pool.map(header, files) if h is not None]
+            if channels is None:
+                channels = 1 if all(mode in GREYSCALE_MODES for mode, _ in headers) else 3
+                note(f"data.channels={channels}: {'every' if channels == 1 else 'not every'} "
+                     "image is greyscale; set data.channels to choose")  # fmt: skip
+            if size is None:
+                shorter = int(np.median([min(dims) for _, dims in headers])) if headers else 1
+                size = max(1, min(shorter, LARGEST_INFERRED_SIZE))
+                note(f"data.image_size={size}: the images' median shorter side is {shorter} "
+                     f"pixels (at most {LARGEST_INFERRED_SIZE} is taken); set data.image_size "
+                     "to choose")  # fmt: skip
+        return channels, size
+
+    def fit(self, samples: dict) -> Contract:
+        """Normalization from the training images; classes named after the folders, or
+        (regression) the numbers the folders are named after, standardized with the training
+        images' mean and std."""
+        channels, size = samples["shape"]
+        moments = sum(samples["moments"][index] for index in self.indices["train"])
+        # Files hold 0..255; the model sees them as 0..1 before normalization.
+        preprocessing = fit(moments, channels, size, [0, 1])
+        if self.hparams.task == "regression":
+            train = samples["names"].iloc[self.indices["train"]]
+            target = regression.fit(train, "value", self.hparams.units)
+        else:
+            target = classification.fit(samples["folders"])
+        return self.declare(preprocessing, target)
+
+    def apply(self, samples: dict, contract: Contract) -> dict:
+        task = targets.get(contract.target.task)
+        labels = task.encode(samples["names"], contract.target)
+        return {
             name: ImageFiles(
-                [samples[i][1] for i in index],
+                [samples["files"][i] for i in index],
                 labels[index],
-                contract["preprocessing"],
+                contract.preprocessing,
                 self.hparams.augment if name == "train" else None,
             )
             for name, index in self.indices.items()
         }
-        return splits, contract
 
     def check_classes(self, root: str, folders: list[str]) -> None:
-        class_names = self.fitted("target", lambda: classification_target(folders))["class_names"]
-        if len(class_names) < 2:
-            raise UserError(
-                f"{root} holds one class folder ({class_names[0]}); a classifier needs two"
-            )
+        """Two classes at least; evaluating a trained model, only classes it knows."""
+        if not self.trained:
+            if len(folders) < 2:
+                raise UserError(
+                    f"{root} holds one class folder ({folders[0]}); a classifier needs two"
+                )
+            return
+        class_names = self.trained.target.class_names
         unknown = sorted(set(folders) - set(class_names))
         if unknown:
             raise UserError(
                 f"{Path(root) / unknown[0]} is not a class of the model ({', '.join(class_names)})"
             )
 
-    def fit_target(self, folders: list[str], names: pd.Series) -> dict:
-        """Classes named after the folders, or (regression) the numbers the folders are named
-        after, standardized with the training images' mean and std."""
-        if self.hparams.task == "regression":
-            train = names.iloc[self.indices["train"]]
-            return regression_target(train, "value", self.hparams.units, None)
-        return classification_target(folders)
-
-    def check_files(self, files: list[Path], preprocessing: dict) -> list[np.ndarray | None]:
+    def check_files(self, files: list[Path], channels: int, size: int) -> list:
         """Decodes every file once, before training: a broken one stops the run here with one
         line (or is skipped), not later in a worker process. Returns each file's pixel moments
         for the normalization statistics; None for a skipped file."""
 
         def moments(path: Path):
             try:
-                return pixel_moments(
-                    image_values(open_image(path, preprocessing["channels"]), preprocessing)
-                )
+                return pixel_moments(image_values(open_image(path, channels), size, [0, 1]))
             except UserError as error:
                 return error
 
@@ -244,3 +269,13 @@ class ImagesDataModule(ContractDataModule):
         if errors:
             note(f"skipped {len(errors)} unreadable image files; the first: {errors[0]}")
         return [None if isinstance(result, UserError) else result for result in results]
+
+
+def header(path: Path) -> tuple[str, tuple[int, int]] | None:
+    """An image's mode and size, read from its header alone; None for a file Pillow cannot
+    open (check_files reports it)."""
+    try:
+        with Image.open(path) as image:
+            return image.mode, image.size
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+        return None

@@ -1,18 +1,13 @@
 """A CSV or Parquet table, one row per sample: `python train.py data=table data.path=<file>
 data.target=<column>`."""
 
+import pandas as pd
 import torch
 
+from .. import targets
 from ..console import UserError
-from ..preprocess import (
-    encode_table,
-    encode_target,
-    fit_table,
-    fit_target,
-    read_table,
-    require_columns,
-    table_contract,
-)
+from ..contract import Contract
+from ..kinds import table
 from .base import ContractDataModule
 from .loaders import InMemoryDataset
 
@@ -37,37 +32,45 @@ class TableDataModule(ContractDataModule):
     ):
         super().__init__(**common)
 
-    def read(self):
+    def read(self) -> pd.DataFrame:
         path, target = self.hparams.path, self.hparams.target
         if not path or not target:
             raise UserError(
                 "data=table needs data.path=<.csv or .parquet file> and data.target=<column>"
             )
-        frame = read_table(path)
-        require_columns(frame, [target], f"{path} (data.target)")
+        frame = table.read_table(path)
+        table.require_columns(frame, [target], f"{path} (data.target)")
+        self.split(len(frame))
+        return frame
+
+    def features(self, frame: pd.DataFrame) -> tuple[list[str], list[str]]:
+        """The input columns and those of them to read as categories, checked."""
+        path, target = self.hparams.path, self.hparams.target
         features = list(self.hparams.features or [c for c in frame.columns if c != target])
         categorical = list(self.hparams.categorical or [])
-        require_columns(frame, features + categorical, f"{path} (data.features, data.categorical)")
+        table.require_columns(
+            frame, features + categorical, f"{path} (data.features, data.categorical)"
+        )
         if target in features:
             raise UserError(f"data.features holds the target column {target!r}; leave it out")
         unused = sorted(set(categorical) - set(features))
         if unused:
             raise UserError(f"data.categorical names {unused[0]!r}, which is not in data.features")
+        return features, categorical
 
-        indices = self.split(len(frame))
-        train = indices["train"]
-        target_spec = self.fitted(
-            "target",
-            lambda: fit_target(
-                frame[target], target, self.hparams.task, self.hparams.units, train
-            ),
-        )
-        preprocessing = self.fitted(
-            "preprocessing", lambda: fit_table(frame.iloc[train], features, categorical)
-        )
-        inputs = torch.tensor(encode_table(frame, preprocessing, str(path)))
-        targets = torch.tensor(encode_target(frame[target], target_spec))
-        splits = {
-            name: InMemoryDataset(inputs[index], targets[index]) for name, index in indices.items()
+    def fit(self, frame: pd.DataFrame) -> Contract:
+        train = self.indices["train"]
+        name = self.hparams.target
+        target = table.fit_target(frame[name], name, self.hparams.task, self.hparams.units, train)
+        preprocessing = table.fit(frame.iloc[train], *self.features(frame))
+        return self.declare(preprocessing, target)
+
+    def apply(self, frame: pd.DataFrame, contract: Contract) -> dict:
+        inputs = torch.from_numpy(table.encode(frame, contract.preprocessing, self.hparams.path))
+        task = targets.get(contract.target.task)
+        # A copy: pandas may share its memory, which torch would warn about.
+        labels = torch.tensor(task.encode(frame[self.hparams.target], contract.target))
+        return {
+            name: InMemoryDataset(inputs[index], labels[index])
+            for name, index in self.indices.items()
         }
-        return splits, table_contract(preprocessing, target_spec)

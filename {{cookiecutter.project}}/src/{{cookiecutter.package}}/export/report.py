@@ -7,10 +7,13 @@ import onnxruntime
 import torch
 
 from ..console import format_table
+from ..contract import Artifact, Contract, Manifest, ManifestInput
 from ..files import sha256
 from ..onnx_session import INPUT_NAME, OUTPUT_NAME, VARIANTS
 
 FORMAT_VARIANTS = {name: variant for variant, name in VARIANTS.items()}
+# The JSON Schema of manifest.json, written beside it.
+SCHEMA = "manifest.schema.json"
 # Quantized: its outputs differ from fp32 by design, so the test metric judges it, not atol.
 BY_METRIC = ("onnx_int8",)
 
@@ -19,44 +22,48 @@ def worst_diff(result: dict) -> float:
     return max(check["max_abs_diff"] for check in result["parity"].values())
 
 
-def describe(path: Path, result: dict) -> dict:
+def describe(path: Path, result: dict) -> Artifact:
     """A format's entry in manifest.json: its file, checksum and size, the ONNX variant it is,
     and how it measured: the test metric, its largest difference to eager, its latency."""
-    return {
-        "file": path.name,
-        "sha256": sha256(path),
-        "bytes": result["bytes"],
-        "test_metric": result["metric"],
-        "max_abs_diff": worst_diff(result),
-        "latency_ms": result["latency_ms"],
-    } | ({"variant": result["variant"]} if "variant" in result else {})
+    return Artifact(
+        file=path.name,
+        sha256=sha256(path),
+        bytes=result["bytes"],
+        test_metric=result["metric"],
+        max_abs_diff=worst_diff(result),
+        latency_ms=result["latency_ms"],
+        variant=result.get("variant"),
+    )
 
 
 def manifest(
-    files: dict[str, Path], results: dict[str, dict], contract: dict, opset: int, checkpoint: Path
-) -> dict:
+    files: dict[str, Path],
+    results: dict[str, dict],
+    contract: Contract,
+    opset: int,
+    checkpoint: Path,
+) -> Manifest:
     """What a runtime needs to feed the artifacts and read their outputs: the data contract of
     training (the input, its preprocessing, the task and its target: class names, or the target's
     name, units and standardization), the opset, and each file with its checksum and figures."""
-    return {
-        "formats": {name: describe(path, results[name]) for name, path in files.items()},
-        "task": contract["target"]["task"],
-        "input": {
-            "name": INPUT_NAME,
-            **contract["input"],
-            "shape": ["batch", *contract["input"]["shape"]],
-        },
-        "preprocessing": contract["preprocessing"],
-        "output": {"name": OUTPUT_NAME},
-        "target": contract["target"],
-        "opset": opset if "onnx" in files else None,
-        "checkpoint": {"path": str(checkpoint), "sha256": sha256(checkpoint)},
-        "versions": {
+    sample = contract.input
+    return Manifest(
+        formats={name: describe(path, results[name]) for name, path in files.items()},
+        task=contract.target.task,
+        input=ManifestInput(
+            name=INPUT_NAME, kind=sample.kind, shape=["batch", *sample.shape], dtype=sample.dtype
+        ),
+        preprocessing=contract.preprocessing,
+        output={"name": OUTPUT_NAME},
+        target=contract.target,
+        opset=opset if "onnx" in files else None,
+        checkpoint={"path": str(checkpoint), "sha256": sha256(checkpoint)},
+        versions={
             "torch": torch.__version__,
             "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__,
         },
-    }
+    )
 
 
 def facts(name: str, path: Path, results: dict[str, dict]) -> dict:
@@ -111,24 +118,24 @@ def fastest(results: dict[str, dict]) -> dict[str, str]:
 
 
 def table(results: dict[str, dict], files: dict[str, Path]) -> str:
-    """Size, test metric, parity and latency per format; each latency with its speed-up over
-    eager PyTorch."""
+    """Size, test metric, parity (the largest difference, and the task's own checks, such as
+    argmax agreement) and latency per format; each latency with its speed-up over eager."""
     eager = results["eager"]["latency_ms"]
     metric = next(iter(results["eager"]["metric"]))
-    classes = "argmax_agreement" in next(iter(results["eager"]["parity"].values()))
+    checks = [key for key in next(iter(results["eager"]["parity"].values())) if key != "max_abs_diff"]
     headers = [
         "format",
         "file",
         "KiB",
         metric,
         "max |diff|",
-        *(["argmax agree"] if classes else []),
+        *(check.replace("_", " ") for check in checks),
         *(f"ms @ batch {n}" for n in eager),
     ]
     rows = []
     for name, result in results.items():
         timings = [f"{ms:.3f} ({eager[n] / ms:.1f}x)" for n, ms in result["latency_ms"].items()]
-        agreement = min(check.get("argmax_agreement", 1) for check in result["parity"].values())
+        worst = [min(size[check] for size in result["parity"].values()) for check in checks]
         file, size = (
             (files[name].name, f"{result['bytes'] / 1024:.1f}") if name in files else ("-", "-")
         )
@@ -139,7 +146,7 @@ def table(results: dict[str, dict], files: dict[str, Path]) -> str:
                 size,
                 f"{result['metric'][metric]:.4f}",
                 f"{worst_diff(result):.2g}",
-                *([f"{agreement:.1%}"] if classes else []),
+                *(f"{value:.1%}" for value in worst),
                 *timings,
             ]
         )

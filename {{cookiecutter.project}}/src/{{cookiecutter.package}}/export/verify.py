@@ -4,6 +4,7 @@ same way for every format."""
 import statistics
 import time
 from collections.abc import Callable, Iterable
+from types import ModuleType
 
 import numpy as np
 import torch
@@ -20,30 +21,21 @@ def torch_runner(module: Callable) -> Runner:
     return run
 
 
-def parity(run: Runner, expected: np.ndarray, inputs: np.ndarray) -> dict:
-    """How far an artifact's outputs are from the eager model's on the same inputs, and, for
-    class logits, how often both pick the same class."""
+def parity(run: Runner, expected: np.ndarray, inputs: np.ndarray, task: ModuleType) -> dict:
+    """How far an artifact's outputs are from the eager model's on the same inputs, and what
+    else the task checks (for classes: how often both pick the same one)."""
     outputs = run(inputs)
     checks = {"max_abs_diff": float(np.abs(outputs - expected).max())}
-    if outputs.shape[1] > 1:  # not a regression's single value
-        checks["argmax_agreement"] = float((outputs.argmax(1) == expected.argmax(1)).mean())
-    return checks
+    return checks | task.parity(outputs, expected)
 
 
-def task_metric(outputs: np.ndarray, targets: np.ndarray, task: str) -> dict[str, float]:
-    """The test metric, named as training logs it: accuracy of class logits (`test/acc`), or
-    R² of a standardized value (`test/r2`; standardizing both sides leaves R² unchanged)."""
-    if task == "classification":
-        return {"test/acc": float((outputs.argmax(1) == targets).mean())}
-    predicted, targets = outputs[:, 0].astype(np.float64), targets.astype(np.float64)
-    residual = ((targets - predicted) ** 2).sum()
-    return {"test/r2": float(1 - residual / ((targets - targets.mean()) ** 2).sum())}
-
-
-def split_metric(run: Runner, batches: Iterable[tuple[np.ndarray, np.ndarray]], task: str) -> dict:
-    """`task_metric` of what `run` outputs for every (inputs, targets) batch of the test split."""
+def split_metric(
+    run: Runner, batches: Iterable[tuple[np.ndarray, np.ndarray]], task: ModuleType
+) -> dict:
+    """The task's test metric of what `run` outputs for every (inputs, targets) batch of the
+    test split, named as training logs it (`test/acc`, `test/r2`)."""
     outputs, targets = zip(*((run(inputs), target) for inputs, target in batches), strict=True)
-    return task_metric(np.concatenate(outputs), np.concatenate(targets), task)
+    return task.metric(np.concatenate(outputs), np.concatenate(targets))
 
 
 def latency_ms(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> float:
@@ -62,15 +54,16 @@ def measure(
     run: Runner,
     reference: Runner,
     samples: np.ndarray,
+    task: ModuleType,
     batch_sizes: list[int],
     warmup: int,
     repeats: int,
 ) -> dict:
     """Parity and latency at each of `batch_sizes`, keyed by batch size."""
-    results = {"parity": {}, "latency_ms": {}}
+    results: dict[str, dict] = {"parity": {}, "latency_ms": {}}
     for size in batch_sizes:
         inputs = samples[:size]
-        results["parity"][str(size)] = parity(run, reference(inputs), inputs)
+        results["parity"][str(size)] = parity(run, reference(inputs), inputs, task)
         timing = latency_ms(run, inputs, warmup, repeats)
         results["latency_ms"][str(size)] = timing
     return results

@@ -39,9 +39,9 @@ class Regressor(NetModule):
     def setup(self, stage: str):
         super().setup(stage)
         if stage == "fit":  # eval and export load them with the weights
-            target = self.trainer.datamodule.contract["target"]
-            self.target_mean.fill_(target["mean"])
-            self.target_std.fill_(target["std"])
+            target = self.trainer.datamodule.contract.target
+            self.target_mean.fill_(target.mean)
+            self.target_std.fill_(target.std)
 
     def to_units(self, standardized: torch.Tensor) -> torch.Tensor:
         return standardized * self.target_std + self.target_mean

@@ -10,7 +10,9 @@ import torch
 from omegaconf import DictConfig, ListConfig
 from torch.utils.data import DataLoader
 
+from .. import targets
 from ..builders import build_trained
+from ..contract import manifest_schema
 from ..console import UserError
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
@@ -155,9 +157,10 @@ def measured(
     datamodule: pl.LightningDataModule,
 ) -> dict:
     """Parity with the eager model and latency on `inputs`, and the metric on the test split."""
-    task = datamodule.contract["target"]["task"]
+    task = targets.get(datamodule.contract.target.task)
     held_out = ((x.numpy(), y.numpy()) for x, y in datamodule.test_dataloader())
-    return measure(run, eager, inputs, **timing) | {"metric": split_metric(run, held_out, task)}
+    metric = split_metric(run, held_out, task)
+    return measure(run, eager, inputs, task, **timing) | {"metric": metric}
 
 
 def export(cfg: DictConfig) -> dict:
@@ -213,14 +216,16 @@ def export(cfg: DictConfig) -> dict:
                 f"{failed[0]}; the earlier export in {destination} is unchanged, this attempt "
                 f"is in {staging} to inspect"
             )
-        move_files(staging, destination, [*written, "report.json"], stale)
+        move_files(staging, destination, [*written, "report.json"], [*stale, report.SCHEMA])
         staging.rmdir()
         raise UserError(
             f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
         )
     manifest = report.manifest(files, results, datamodule.contract, cfg.opset, Path(cfg.ckpt_path))
-    save_json(staging / "manifest.json", manifest)
-    move_files(staging, destination, [*written, "report.json", "manifest.json"], stale)
+    save_json(staging / "manifest.json", manifest.to_dict())
+    save_json(staging / report.SCHEMA, manifest_schema(manifest))
+    kept = [*written, "report.json", "manifest.json", report.SCHEMA]
+    move_files(staging, destination, kept, stale)
     staging.rmdir()
     print(f"exported {', '.join(files)} to {destination}")
     return summary

@@ -2,10 +2,18 @@
 without torch."""
 
 from pathlib import Path
+from types import ModuleType
 
 from ..console import UserError, format_table
 from ..files import save_json
-from ..inference import check_top_k, load_export, non_finite, predictions, read_inputs
+from ..inference import (
+    check_top_k,
+    load_export,
+    non_finite,
+    predictions,
+    read_inputs,
+    task_of,
+)
 
 INVALID = {"error", "mark"}
 
@@ -14,12 +22,10 @@ def source_name(source: dict) -> str:
     return source["file"] if source["index"] is None else f"{source['file']}[{source['index']}]"
 
 
-def table_row(prediction: dict) -> list[str]:
+def table_row(prediction: dict, task: ModuleType) -> list[str]:
     if "invalid" in prediction:
-        return [source_name(prediction), "-", prediction["invalid"]]
-    if "value" in prediction:
-        return [source_name(prediction), f"{prediction['value']:.6g}"]
-    return [source_name(prediction), prediction["class"], f"{prediction['probability']:.4f}"]
+        return [source_name(prediction), prediction["invalid"], *["-"] * (len(task.COLUMNS) - 1)]
+    return [source_name(prediction), *task.row(prediction)]
 
 
 def check_options(cfg) -> None:
@@ -55,12 +61,12 @@ def predict(cfg) -> list[dict]:
         source | ({"invalid": "NaN or infinite values"} if bad else next(results))
         for source, bad in zip(sources, invalid, strict=True)
     ]
-    columns = ["value"] if manifest["task"] == "regression" else ["class", "probability"]
-    print(format_table(["input", *columns], [table_row(p) for p in predicted]))
+    task = task_of(manifest)
+    print(format_table(["input", *task.COLUMNS], [table_row(p, task) for p in predicted]))
     output = {
         "model": str(cfg.model_path),
         "variant": cfg.variant,
-        "task": manifest["task"],
+        "task": manifest.task,
         "predictions": predicted,
     }
     save_json(Path(cfg.output_dir) / "predictions.json", output)

@@ -1,0 +1,186 @@
+"""The data contract and the export manifest: typed, versioned models with to/from JSON.
+
+A datamodule fits its contract on the training split: what one sample is (`Input`), how raw
+samples become model inputs (`preprocessing`, the input kind's own model: kinds/) and what is
+predicted (`target`, the task's own model: targets/). Checkpoints record it, so eval and export
+prepare other data exactly as the model was trained on; export writes it into manifest.json with
+the files it exported, and predict and serve read it back. This module knows no kind and no
+task, and imports no torch.
+"""
+
+import json
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, model_validator
+
+from .console import UserError
+
+# Raised when a field changes meaning; a file of a newer version is refused, not misread.
+CONTRACT_VERSION = 1
+MANIFEST_VERSION = 1
+
+
+class Model(BaseModel):
+    """Immutable, and strict about its fields: a misspelt or unknown one is an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class Preprocessing(Model):
+    """An input kind's preprocessing (kinds/<kind>.py defines its fields)."""
+
+
+class Target(Model):
+    """A task's target: what the model predicts (targets/<task>.py defines its fields)."""
+
+    task: str
+
+
+class Input(Model):
+    """One sample as the model takes it: its kind (a module of kinds/), shape and dtype."""
+
+    kind: str
+    shape: list[int]
+    dtype: str = "float32"
+
+
+def typed_parts(data: Any) -> Any:
+    """Validates `preprocessing` and `target` with the models of the contract's input kind and
+    task, found by name in their registries."""
+    from . import kinds, targets  # their plug-ins import this module
+
+    if not isinstance(data, dict):
+        return data
+    data = dict(data)
+    for part, key, registry, name in (
+        ("preprocessing", "Preprocessing", kinds, field(data, "input", "kind")),
+        ("target", "Target", targets, field(data, "target", "task")),
+    ):
+        if isinstance(name, str) and isinstance(data.get(part), dict):
+            data[part] = getattr(registry.get(name), key).model_validate(data[part])
+    return data
+
+
+def field(data: dict, part: str, name: str) -> Any:
+    value = data.get(part)
+    return value.get(name) if isinstance(value, dict) else None
+
+
+def check_version(data: Any, newest: int, what: str) -> Any:
+    version = data.get("version") if isinstance(data, dict) else None
+    if isinstance(version, int) and version > newest:
+        raise ValueError(f"{what} version {version} is newer than this project reads ({newest})")
+    return data
+
+
+class Contract(Model):
+    """What a datamodule declares once it is set up, fitted on its training split only."""
+
+    version: int = CONTRACT_VERSION
+    input: Input
+    preprocessing: SerializeAsAny[Preprocessing]
+    target: SerializeAsAny[Target]
+
+    @model_validator(mode="before")
+    @classmethod
+    def parts(cls, data: Any) -> Any:
+        return typed_parts(check_version(data, CONTRACT_VERSION, "contract"))
+
+    @classmethod
+    def from_dict(cls, data: Any, source: str) -> "Contract":
+        """The contract in `data` (a checkpoint's record), or one line naming what is wrong."""
+        return validated(cls, data, source)
+
+
+class Artifact(Model):
+    """One exported file: its checksum and size, and how it measured against the model."""
+
+    file: str
+    sha256: str
+    bytes: int
+    test_metric: dict[str, float]
+    max_abs_diff: float
+    latency_ms: dict[str, float]
+    variant: str | None = None
+
+
+class ManifestInput(Input):
+    """The exported graph's input: its name, and the batch dimension first (`"batch"`)."""
+
+    name: str
+    shape: list[int | str]  # type: ignore[assignment]
+
+
+class Manifest(Model):
+    """manifest.json: what a runtime needs to feed an export and read its outputs, with the
+    data contract of training, flattened (`input`, `preprocessing`, `task`, `target`)."""
+
+    version: int = MANIFEST_VERSION
+    formats: dict[str, Artifact]
+    task: str
+    input: ManifestInput
+    preprocessing: SerializeAsAny[Preprocessing]
+    output: dict[str, str]
+    target: SerializeAsAny[Target]
+    opset: int | None
+    checkpoint: dict[str, str]
+    versions: dict[str, str]
+
+    @model_validator(mode="before")
+    @classmethod
+    def parts(cls, data: Any) -> Any:
+        return typed_parts(check_version(data, MANIFEST_VERSION, "manifest"))
+
+    @model_validator(mode="after")
+    def one_task(self) -> "Manifest":
+        if self.task != self.target.task:
+            raise ValueError(f"task {self.task!r} differs from target.task {self.target.task!r}")
+        return self
+
+    @property
+    def contract(self) -> Contract:
+        shape = [size for size in self.input.shape[1:] if isinstance(size, int)]
+        sample = Input(kind=self.input.kind, shape=shape, dtype=self.input.dtype)
+        return Contract(input=sample, preprocessing=self.preprocessing, target=self.target)
+
+    @classmethod
+    def read(cls, path: Path) -> "Manifest":
+        """manifest.json, checked against its schema, or one line that says to export again."""
+        try:
+            data = json.loads(path.read_text())
+        except (UnicodeDecodeError, json.JSONDecodeError) as error:
+            raise UserError(f"{path} is not valid JSON ({error}); export again") from None
+        return validated(cls, data, str(path), "; export again")
+
+
+M = TypeVar("M", bound=Model)
+
+
+def validated(model: type[M], data: Any, source: str, advice: str = "") -> M:
+    """`model` from `data`, or a UserError naming the first field that is missing or wrong."""
+    try:
+        return model.model_validate(data)
+    except UserError as error:  # a registry's: an unknown kind or task
+        raise UserError(f"{source}: {error}{advice}") from None
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "its contents"
+        raise UserError(f"{source}: {where}: {first['msg']}{advice}") from None
+
+
+def manifest_schema(manifest: Manifest) -> dict[str, Any]:
+    """The JSON Schema of `manifest`, with the preprocessing of its input kind and the target of
+    its task in full: export writes it beside manifest.json."""
+    schema = Manifest.model_json_schema()
+    definitions = schema.setdefault("$defs", {})
+    for field in ("preprocessing", "target"):
+        part = type(getattr(manifest, field))
+        own = part.model_json_schema(ref_template="#/$defs/{model}")
+        definitions.update(own.pop("$defs", {}))
+        definitions[part.__name__] = own
+        schema["properties"][field] = {"$ref": f"#/$defs/{part.__name__}"}
+    return schema

@@ -1,0 +1,227 @@
+"""Images: files of any size and format, greyscale or colour, resized to a square and
+normalized per channel with statistics of the training images. Pillow and numpy only."""
+
+import warnings
+from io import BytesIO
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from ..console import TooLarge, UserError
+from ..contract import Preprocessing as BasePreprocessing
+
+# The image files that the images datamodule reads and predict accepts.
+SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
+# One filter everywhere: training, evaluation and prediction must resize alike. Pillow's
+# bilinear filter widens with the scale factor, so downscaling averages instead of aliasing.
+RESAMPLING = Image.Resampling.BILINEAR
+ORIENTATION = 0x0112  # the EXIF tag
+UPLOAD = "image/*"
+# What a request sends, for one-line refusals.
+REQUEST = 'images: send {"inputs": [raw values]}, or an image file as the form field "file"'
+
+
+class Preprocessing(BasePreprocessing):
+    """Converted to `channels` (1: greyscale, 3: RGB), resized to image_size x image_size, raw
+    values scaled to `value_range` (files hold 0..255), then (x - mean) / std per channel."""
+
+    channels: int
+    image_size: int
+    value_range: list[float]
+    mean: list[float]
+    std: list[float]
+
+
+def input_shape(preprocessing: Preprocessing) -> list[int]:
+    size = preprocessing.image_size
+    return [preprocessing.channels, size, size]
+
+
+# Fitting
+
+
+def pixel_moments(raw: np.ndarray) -> np.ndarray:
+    """Per channel: how many values, their sum and their sum of squares (float64), of one image
+    (C, H, W) or a batch (N, C, H, W). The moments of several images add up."""
+    values = np.moveaxis(raw, -3, 0).reshape(raw.shape[-3], -1).astype(np.float64)
+    squares = np.einsum("ij,ij->i", values, values)
+    return np.stack([np.full(len(values), values.shape[1]), values.sum(1), squares], 1)
+
+
+def fit(moments: np.ndarray, channels: int, image_size: int, value_range) -> Preprocessing:
+    """Per-channel mean and standard deviation from the training images' summed moments."""
+    count, total, squares = moments.T
+    mean = total / count
+    std = np.sqrt(np.maximum(squares / count - mean**2, 0))
+    std[std == 0] = 1  # a constant channel: nothing to scale
+    return Preprocessing(
+        channels=channels,
+        image_size=image_size,
+        value_range=list(value_range),
+        mean=mean.tolist(),
+        std=std.tolist(),
+    )
+
+
+# Encoding
+
+
+def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
+    """An image file (or its bytes), decoded and converted to greyscale or RGB."""
+    name = "the image" if isinstance(source, bytes) else str(source)
+    try:
+        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as image:
+            # A photo as the camera was held. EXIF is parsed only where a file has it (TIFF
+            # holds it among its own tags): parsing costs every file of a folder.
+            has_exif = "exif" in image.info or image.format == "TIFF"
+            if has_exif and image.getexif().get(ORIENTATION, 1) != 1:
+                image = ImageOps.exif_transpose(image)
+            return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
+        reason = str(error).split("\n")[0] or type(error).__name__
+        raise UserError(f"{name} is not a readable image ({reason}); fix or remove it") from None
+
+
+def eight_bits(image: Image.Image, name: str) -> Image.Image:
+    """16-bit and floating-point greyscale images scaled to 0..255: Pillow's convert() clips
+    them instead, so that a 16-bit image would read as white and one of floats as black."""
+    if image.mode not in ("I", "F") and not image.mode.startswith("I;16"):
+        return image
+    values = np.asarray(image, dtype=np.float64)
+    if image.mode == "F":
+        if values.size and not (values.min() >= 0 and values.max() <= 1):
+            raise UserError(
+                f"{name} holds floating-point values outside 0..1; save it with 8 or 16 bits "
+                "per channel"
+            )
+        values = values * 255
+    elif image.mode != "I" or values.max(initial=0) > 255:  # "I" holds 8-bit values too
+        values = values / 257
+    return Image.fromarray(np.round(values).clip(0, 255).astype(np.uint8))
+
+
+def image_values(image: Image.Image, size: int, value_range, box=None) -> np.ndarray:
+    """Raw values (channels, size, size) as float32 in `value_range`: the image, or the part of
+    it inside `box` (left, top, right, bottom), resized; files hold 0..255."""
+    resized = image.resize((size, size), RESAMPLING, box=box)
+    pixels = np.asarray(resized).reshape(size, size, -1).transpose(2, 0, 1)
+    low, high = value_range
+    raw = np.ascontiguousarray(pixels, dtype=np.float32)
+    raw *= np.float32((high - low) / 255)
+    raw += np.float32(low)
+    return raw
+
+
+def normalize(raw: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
+    """(x - mean) / std per channel, for one image (C, H, W) or a batch (N, C, H, W)."""
+    mean = np.float32(preprocessing.mean).reshape(-1, 1, 1)
+    std = np.float32(preprocessing.std).reshape(-1, 1, 1)
+    return (raw - mean) / std
+
+
+def encode(source: str | Path | bytes, preprocessing: Preprocessing) -> np.ndarray:
+    """An image file (or its bytes) as the model's input, exactly as evaluation prepares it."""
+    p = preprocessing
+    raw = image_values(open_image(source, p.channels), p.image_size, p.value_range)
+    return normalize(raw, p)
+
+
+# Prediction inputs
+
+
+def image_files(folder: Path) -> list[Path]:
+    """The image files below `folder`; hidden files and folders and other files left out."""
+    return sorted(
+        path
+        for path in folder.rglob("*")
+        if path.suffix.lower() in SUFFIXES
+        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+        and path.is_file()
+    )
+
+
+def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
+    """Model inputs from raw values as the dataset stores them, of the model's shape (one sample,
+    or no single channel axis, is fine)."""
+    if array.dtype.kind not in "fiu":
+        raise UserError(f"{source} holds {array.dtype} values; expected raw values as numbers")
+    shape = tuple(input_shape(preprocessing))
+    one_channel = shape[0] == 1
+    if array.shape[1:] == shape:
+        batch = array
+    elif array.shape == shape:
+        batch = array[None]
+    elif one_channel and array.shape[1:] == shape[1:]:
+        batch = array[:, None]
+    elif one_channel and array.shape == shape[1:]:
+        batch = array[None, None]
+    else:
+        dims = ", ".join(map(str, shape))
+        raise UserError(
+            f"{source} has shape {array.shape}; expected (N, {dims}) or ({dims}): raw arrays "
+            "are not resized, send image files for that"
+        )
+    if not len(batch):
+        raise UserError(f"{source} holds no samples")
+    return normalize(batch.astype(np.float32), preprocessing).astype(np.float32)
+
+
+def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
+    return np.stack([encode(file, preprocessing) for file in files])
+
+
+def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, list[dict]]:
+    """An image file, or the image files of a folder and its subfolders."""
+    files = [path] if path.is_file() and path.suffix.lower() in SUFFIXES else []
+    if path.is_dir():
+        files = image_files(path)
+    if not files:
+        raise UserError(
+            f"input={str(path)!r} is not an image, a folder of images ({', '.join(SUFFIXES)}) "
+            "or a .npy array of raw images"
+        )
+    return from_files(files, preprocessing), [{"file": str(f), "index": None} for f in files]
+
+
+def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
+    if "inputs" not in payload:
+        raise UserError(f"this model takes {REQUEST}")
+    try:
+        values = np.asarray(payload["inputs"])
+    except ValueError:  # ragged
+        raise UserError("inputs must be an array of numbers, every row as long") from None
+    return from_arrays(values, preprocessing, "inputs")
+
+
+def from_upload(data: bytes, name: str, preprocessing: Preprocessing) -> np.ndarray:
+    """An uploaded image; one that decodes to more pixels than Pillow's limit is refused before
+    it is decoded (Pillow itself only warns up to twice the limit)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", Image.DecompressionBombWarning)
+        try:
+            return from_files([data], preprocessing)
+        except (Image.DecompressionBombWarning, Image.DecompressionBombError):
+            raise TooLarge(f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
+        except UserError:
+            raise UserError(f"{name} is not an image that Pillow can read") from None
+
+
+def form(preprocessing: Preprocessing) -> dict:
+    size = preprocessing.image_size
+    return {
+        "type": "file",
+        "accept": UPLOAD,
+        "about": f"Input: an image of any size, resized to {size}x{size} as in training.",
+    }
+
+
+def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
+    prepared = input_shape(preprocessing)
+    if prepared != shape:
+        raise UserError(f"{where} prepares images of shape {prepared}, the model takes {shape}")
+    p = preprocessing
+    if not len(p.mean) == len(p.std) == p.channels:
+        raise UserError(f"{where} needs one mean and one std per channel ({p.channels})")
+    if not all(np.isfinite(std) and std > 0 for std in p.std):
+        raise UserError(f"{where} has normalization std {p.std}; it must be positive")

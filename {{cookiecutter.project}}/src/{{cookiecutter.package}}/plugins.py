@@ -1,0 +1,22 @@
+"""Finding plug-ins by name: the modules of a package such as kinds/ or targets/, each one a
+plug-in named after its module. A new one is a module dropped into the package: nothing else
+lists it."""
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+from .console import UserError
+
+
+def names(package: ModuleType) -> list[str]:
+    """The plug-ins a package holds: its modules, by name."""
+    return sorted(info.name for info in pkgutil.iter_modules(package.__path__))
+
+
+def find(package: ModuleType, name: str, what: str) -> ModuleType:
+    """The plug-in module `name` of `package`, imported only now: a command imports only what
+    its inputs need (Pillow for images, pandas for tables)."""
+    if not isinstance(name, str) or name not in names(package):
+        raise UserError(f"{what} {name!r} is unknown; known: {', '.join(names(package))}")
+    return importlib.import_module(f"{package.__name__}.{name}")

@@ -1,0 +1,81 @@
+"""Classification: the model gives one logit per class; predictions are the most probable
+classes with their probabilities, and export judges a format by its accuracy."""
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..console import UserError
+from ..contract import Target as BaseTarget
+
+if TYPE_CHECKING:  # tables only, in training: predicting images imports no pandas
+    import pandas as pd
+
+COLUMNS = ["class", "probability"]
+HINT = "pass data.task=regression to predict it as a number, or model=classifier"
+
+
+class Target(BaseTarget):
+    task: str = "classification"
+    class_names: list[str]
+    # The column the classes come from, for tables.
+    name: str | None = None
+
+
+def fit(class_names: list[str], name: str | None = None) -> Target:
+    if len(class_names) < 2:
+        subject = f"target column {name!r}" if name else "the data"
+        raise UserError(f"{subject} holds one class ({class_names[0]}); a classifier needs two")
+    return Target(class_names=list(class_names), name=name)
+
+
+def fit_column(values: "pd.Series", name: str) -> Target:
+    """The classes of a target column, sorted: as text, or as numbers for numbers (2 before 10)."""
+    from ..columns import category
+
+    if values.dtype.kind in "bO":
+        return fit(sorted(values.map(category).unique()), name)
+    return fit([category(value) for value in sorted(values.unique())], name)
+
+
+def encode(values: "pd.Series", target: Target) -> np.ndarray:
+    """Class indices (int64); a value that is not a class gets the index after the last."""
+    from ..columns import category, positions
+
+    return positions(values.map(category), target.class_names)
+
+
+def outputs(target: Target) -> int:
+    return len(target.class_names)
+
+
+def decode(logits: np.ndarray, target: Target, top_k: int = 1) -> list[dict]:
+    """Each sample's class and probability, with the `top_k` most probable when top_k > 1."""
+    exp = np.exp(logits - logits.max(axis=1, keepdims=True))
+    scores = exp / exp.sum(axis=1, keepdims=True)
+    results = []
+    for row in scores:
+        ranked = [
+            {"class": target.class_names[index], "probability": round(float(row[index]), 6)}
+            for index in np.argsort(-row, kind="stable")[:top_k]
+        ]
+        results.append(ranked[0] | ({"top": ranked} if top_k > 1 else {}))
+    return results
+
+
+def metric(logits: np.ndarray, labels: np.ndarray) -> dict[str, float]:
+    return {"test/acc": float((logits.argmax(1) == labels).mean())}
+
+
+def parity(logits: np.ndarray, expected: np.ndarray) -> dict[str, float]:
+    """How often a format picks the class the eager model picks."""
+    return {"argmax_agreement": float((logits.argmax(1) == expected.argmax(1)).mean())}
+
+
+def row(prediction: dict) -> list[str]:
+    """predict's table: the top class and its probability, then the others of `top_k`."""
+    ranked = prediction.get("top", [prediction])
+    return [
+        " / ".join(entry["class"] for entry in ranked),
+        " / ".join(f"{entry['probability']:.4f}" for entry in ranked),
+    ]
