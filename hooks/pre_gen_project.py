@@ -75,8 +75,8 @@ def check_package(name: str) -> str | None:
 
 
 def check_project(name: str) -> str | None:
-    # A name over 255 bytes never gets here: cookiecutter fails to create the folder before
-    # any hook runs, and writes nothing.
+    # A name that cannot be a folder's (a separator, `..`, over 255 bytes) never gets here: the
+    # template's Jinja extension (lightning_template_jinja.py) refuses it before the folder exists.
     if name in RESERVED:
         return (
             f"project {name!r} is a device name that Windows refuses as a folder name; "
