@@ -60,6 +60,17 @@ REJECTED = [
         "email 'nobody.example.com' is not an email address",
         "you@example.com",
     ),
+    # The build backend writes `author <email>` as a mail header, which cannot hold these.
+    (
+        {"email": "zoë@example.com"},
+        "email 'zoë@example.com' cannot be package metadata (local-part contains non-ASCII",
+        "you@example.com",
+    ),
+    (
+        {"author": "Ada\nLovelace"},
+        "author 'Ada\\nLovelace' cannot be package metadata",
+        "Ada Lovelace",
+    ),
 ]
 
 
@@ -85,7 +96,8 @@ def test_valid_answers_pass():
     answers = {
         "project": "digit-classifier",
         "package": "digit_classifier",
-        "email": "a@b.org",
+        "author": "Zoë 🐍",
+        "email": "zoe@例え.jp",  # a domain may be non-ASCII
         "python_version": "3.11",
         "logger": "wandb",
         "license": "MIT",
