@@ -20,6 +20,7 @@ import functools
 import json
 import re
 import sys
+from typing import NoReturn
 
 from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension
@@ -36,7 +37,7 @@ DERIVED_MAX = 64
 NOT_IN_A_NAME = re.compile(r'[/\\<>:"|?*\x00-\x1f]')
 
 
-def refuse(problem: str):
+def refuse(problem: str) -> NoReturn:
     """Stops generation with one line on stderr, before cookiecutter writes anything."""
     print(f"error: {problem}", file=sys.stderr)
     raise SystemExit(1)
