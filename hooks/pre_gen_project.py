@@ -7,6 +7,8 @@ part that cookiecutter renders.
 import keyword
 import re
 import sys
+from email.errors import HeaderParseError
+from email.headerregistry import Address
 
 # Import names a generated package must not take: it would shadow one of these.
 DEPENDENCIES = {
@@ -75,8 +77,8 @@ def check_package(name: str) -> str | None:
 
 
 def check_project(name: str) -> str | None:
-    # A name over 255 bytes never gets here: cookiecutter fails to create the folder before
-    # any hook runs, and writes nothing.
+    # A name that cannot be a folder's (a separator, `..`, over 255 bytes) never gets here: the
+    # template's Jinja extension (lightning_template_jinja.py) refuses it before the folder exists.
     if name in RESERVED:
         return (
             f"project {name!r} is a device name that Windows refuses as a folder name; "
@@ -91,10 +93,31 @@ def check_project(name: str) -> str | None:
     )
 
 
-def check_email(email: str) -> str | None:
-    if re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+def metadata_problem(name: str, email: str) -> str | None:
+    """Why the project's build would fail to write `name <email>` as its author, if it would."""
+    try:
+        Address(display_name=name, addr_spec=email)  # what the build backend writes it with
+    except (ValueError, HeaderParseError) as error:
+        return str(error).rstrip(")")
+    return None
+
+
+def check_author(author: str) -> str | None:
+    if not (problem := metadata_problem(author, "you@example.com")):
         return None
-    return f"email {email!r} is not an email address (name@domain); try email='you@example.com'"
+    one_line = " ".join(author.split())
+    rule = f"cannot be package metadata ({problem})"
+    return f"author {shorten(author)!r} {rule}; try author={one_line!r}"
+
+
+def check_email(email: str) -> str | None:
+    if not re.fullmatch(r"[^@\s]+@[^@\s]+", email):
+        rule = "is not an email address (name@domain)"
+    elif problem := metadata_problem("", email):
+        rule = f"cannot be package metadata ({problem})"
+    else:
+        return None
+    return f"email {email!r} {rule}; try email='you@example.com'"
 
 
 def check_choice(key: str, value: str) -> str | None:
@@ -108,6 +131,7 @@ def first_problem(answers: dict) -> str | None:
     checks = [
         check_project(answers["project"]),
         check_package(answers["package"]),
+        check_author(answers["author"]),
         check_email(answers["email"]),
         *(check_choice(key, answers[key]) for key in CHOICES),
     ]
@@ -119,6 +143,7 @@ if __name__ == "__main__":
         {
             "project": {{ cookiecutter.project | tojson }},
             "package": {{ cookiecutter.package | tojson }},
+            "author": {{ cookiecutter.author | tojson }},
             "email": {{ cookiecutter.email | tojson }},
             "python_version": {{ cookiecutter.python_version | tojson }},
             "logger": {{ cookiecutter.logger | tojson }},

@@ -1,9 +1,13 @@
 """What the template renders: complete, clean, and exactly the files each choice calls for."""
 
+import email
+import email.policy
+import email.utils
 import json
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -124,3 +128,47 @@ def test_hostile_names_still_render_valid_python_and_toml(tmp_path):
     assert pyproject["project"]["authors"][0]["name"] == hostile["author"]
     assert hostile["project_name"] in (project / "README.md").read_text()
     assert_clean(project)
+
+
+# Text that `tojson` would write as escapes TOML refuses, or that tools mishandle if anything on
+# the way encodes it wrongly: each as the project's name, description and author.
+UNICODE = {
+    "emoji": "Rocket 🚀 and family 👩‍👩‍👧 (a ZWJ sequence)",
+    "astral": "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 𠀀 𓀀 beyond U+FFFF",
+    "right-to-left": "מסווג ספרות مصنف الأرقام \u200f\u202eevil\u202c",
+    "combining": "Ze\u0301phyr Z\u0324\u0354\u0367\u0311 n\u0303",
+    "controls": 'tab\there, delete\x7f, quote " and backslash \\',
+}
+
+
+@pytest.mark.parametrize("text", UNICODE.values(), ids=UNICODE.keys())
+def test_any_unicode_answer_renders_files_that_parse_and_a_project_pip_builds(text, tmp_path):
+    project = render(tmp_path, project_name=text, description=text, author=text)
+    parsers = {
+        ".toml": tomllib.loads,
+        ".json": json.loads,
+        ".yaml": lambda text: list(yaml.safe_load_all(text)),
+        ".yml": lambda text: list(yaml.safe_load_all(text)),
+    }
+    parsed = [name for name in files(project) if Path(name).suffix in parsers]
+    for name in parsed:
+        parsers[Path(name).suffix]((project / name).read_text())
+    assert "pyproject.toml" in parsed and ".github/workflows/ci.yaml" in parsed
+    pyproject = tomllib.loads((project / "pyproject.toml").read_text())
+    assert pyproject["project"]["description"] == text
+    assert pyproject["project"]["authors"][0]["name"] == text
+    assert text in (project / "README.md").read_text()
+
+    # pip reads the metadata and the build backend writes it, unchanged, into a wheel.
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "--wheel-dir", str(tmp_path / "dist"), str(project)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [name for name in archive.namelist() if name.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(archive.read(name), policy=email.policy.default)
+    assert metadata["Summary"] == text
+    assert email.utils.getaddresses([metadata["Author-email"]]) == [(text, "you@example.com")]

@@ -169,7 +169,15 @@ def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
     assert text == (REPO / "{{cookiecutter.project}}" / WORKFLOW).read_text()
     assert "${{ matrix.python }}" in text
 
-    jobs = yaml.safe_load(text)["jobs"]
+    workflow = yaml.safe_load(text)
+    jobs = workflow["jobs"]
+    # A hung step ends within the job's limit (GitHub's default is 6 hours), and a new push to a
+    # pull request cancels the run it replaces.
+    assert all(0 < job["timeout-minutes"] <= 60 for job in jobs.values())
+    assert workflow["concurrency"] == {
+        "group": "${{ github.workflow }}-${{ github.ref }}",
+        "cancel-in-progress": "${{ github.event_name == 'pull_request' }}",
+    }
     matrix = jobs["test"]["strategy"]["matrix"]
     assert matrix["python"] == "${{ fromJSON(needs.versions.outputs.python) }}"
     steps = jobs["test"]["steps"]
