@@ -29,6 +29,7 @@ from .console import UserError
 
 Format = Literal["onnx", "torchscript", "torch_export", "onnx_int8", "onnx_optimized"]
 FORMATS: tuple[str, ...] = get_args(Format)
+CHOOSE_FORMAT = "choose from " + ", ".join(FORMATS)
 # Made from model.onnx: written after it.
 FROM_ONNX = ("onnx_int8", "onnx_optimized")
 # torch's dynamo exporter writes opset 18 and converts the graph to a newer one if asked; an
@@ -111,14 +112,11 @@ class ExportOptions(Options):
         list[
             Annotated[
                 Format,
-                Refusal("unknown format {value!r} in formats; choose from " + ", ".join(FORMATS)),
+                Refusal("unknown format {value!r} in formats; " + CHOOSE_FORMAT),
             ]
         ],
         Field(min_length=1),
-        Refusal(
-            "{setting} must be a list of formats, e.g. formats=[onnx]; choose from "
-            f"{', '.join(FORMATS)}"
-        ),
+        Refusal("{setting} must be a list of formats, e.g. formats=[onnx]; " + CHOOSE_FORMAT),
     ]
     torchscript_method: Literal["trace", "script"]
     # The newest opset is the installed onnx's: a fact the export command passes in.
@@ -147,7 +145,7 @@ class ExportOptions(Options):
     @field_validator("opset")
     @classmethod
     def known_to_onnx(cls, opset: int, info: ValidationInfo) -> int:
-        if opset > info.context["newest_opset"]:
+        if opset > (info.context or {})["newest_opset"]:
             raise ValueError("newer than onnx knows")  # the user reads the field's description
         return opset
 
@@ -230,7 +228,8 @@ def refusal(kind: Any, error: Any, given: dict, prefix: str, facts: dict) -> str
         return str(error["ctx"]["error"])
     # Each option on the way to the refused value, outermost first. The innermost that has a line
     # of its own says it: an unknown format names itself, a batch size below 1 is the list's.
-    levels, names, value, annotation = [], [], given, kind
+    levels, names, annotation = [], [], kind
+    value: Any = given
     for key in error["loc"]:
         base = split(annotation)[0]
         annotation = fields(base)[key] if isinstance(key, str) else get_args(base)[0]
