@@ -70,6 +70,9 @@ class Options(BaseModel):
     )
 
 
+Fraction = Annotated[float, number(below=1, noun="a fraction", example="0.15")]
+
+
 class DataOptions(TypedDict, total=False):
     """What every shipped datamodule takes, checked before one is built (a DataLoader or a split
     would fail on it later, with a traceback). A datamodule of the user's own may leave any out."""
@@ -77,11 +80,12 @@ class DataOptions(TypedDict, total=False):
     batch_size: Annotated[int, whole(1)]
     num_workers: Annotated[int, whole(0)]
     task: Literal["classification", "regression", None]
-    val_fraction: Annotated[float, number(below=1, noun="a fraction", example="0.15")]
-    test_fraction: Annotated[float, number(below=1, noun="a fraction", example="0.15")]
+    val_fraction: Fraction
+    test_fraction: Fraction
 
 
 def leaves_data_to_train_on(data: DataOptions) -> DataOptions:
+    """What the two fractions leave: validation data to watch, and data to train on."""
     if data.get("val_fraction") == 0:
         raise ValueError(
             "data.val_fraction=0 leaves no validation data for checkpoints and early stopping to "

@@ -31,8 +31,8 @@ def savers(
     datamodule: pl.LightningDataModule,
     staging: Path,
 ) -> dict:
-    """Each format's `save(path)`, with the options it takes. Those made from
-    model.onnx read it in `staging`, and return how they made their file, for the report."""
+    """Each format's `save(path)`, with the options it takes. Those made from model.onnx read it
+    in `staging`, and return how they made their file, for the report."""
     # Any batch size; every other dimension as in training.
     dynamic_shapes = ({0: torch.export.Dim("batch", min=1)},)
     fp32 = staging / onnx.FILE
