@@ -119,6 +119,8 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
     [
         (["data.batch_size=0"], "data.batch_size=0 must be a whole number of at least 1"),
         (["data.num_workers=-1"], "data.num_workers=-1 must be a whole number of at least 0"),
+        (["data.batch_size=1.5"], "data.batch_size=1.5 must be a whole number of at least 1"),
+        (["data.test_fraction=true"], "data.test_fraction=True must be a fraction from 0 to"),
         (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a fraction from 0 to below 1"),
         (["data.val_fraction=0"], "data.val_fraction=0 leaves no validation data"),
         (

@@ -13,6 +13,12 @@ from {{ cookiecutter.package }}.builders import (
     instantiate_group,
 )
 from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.options import (
+    ExportOptions,
+    PredictOptions,
+    ServeOptions,
+    validated,
+)
 
 GROUPS = ["data", "model", "trainer", "callbacks", "logger", "debug", "experiment"]
 ACCELERATORS = {
@@ -152,3 +158,23 @@ def test_network_sizes_and_dropout_that_cannot_work_are_one_line(net, override, 
     cfg = compose_config("train", tmp_path, [f"model/net={net}", override])
     with pytest.raises(UserError, match="^" + re.escape(message)):
         build_model(cfg)
+
+
+COMMANDS = {
+    "export": (ExportOptions, ["ckpt_path=a.ckpt"]),
+    "predict": (PredictOptions, ["model_path=export", "input=a.npy"]),
+    "serve": (ServeOptions, ["model_path=export"]),
+}
+# What a command's config holds besides its options.
+NOT_OPTIONS = {"task_name", "paths", "allowed_targets"}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_commands_options_are_its_configs_and_its_defaults_pass(command, tmp_path):
+    """Each option is declared in options.py and has its default and comment in the YAML file:
+    neither holds one that the other lacks."""
+    kind, required = COMMANDS[command]
+    cfg = compose_config(command, tmp_path, required, quiet=False)
+    assert set(cfg) - NOT_OPTIONS == set(kind.model_fields)
+    options = validated(kind, cfg, newest_opset=99)
+    assert options.model_dump() == {name: cfg[name] for name in kind.model_fields}

@@ -135,10 +135,7 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
             "formats=[onnx,tflite]",
             "unknown format 'tflite' in formats; choose from onnx, torchscript, torch_export",
         ),
-        (
-            "torchscript_method=compile",
-            "torchscript_method='compile' is unknown; choose trace or script",
-        ),
+        ("torchscript_method=compile", "torchscript_method=compile is unknown; choose trace or"),
         ("ckpt_path=null", "export needs a checkpoint: pass ckpt_path="),
         (
             "formats=[torchscript,onnx_int8]",

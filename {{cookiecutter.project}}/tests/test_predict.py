@@ -230,3 +230,19 @@ def test_an_output_dir_that_is_a_file_is_one_line(exported_run, digits, tmp_path
     with pytest.raises(UserError, match="is a file; pass a folder for predictions.json"):
         predict(compose_config("predict", tmp_path / "run", overrides, quiet=False))
     assert (tmp_path / "taken").read_text() == "not a folder\n"
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("input=null", "predict needs model=<export dir> and input=<.npy, .csv or .parquet file"),
+        ("top_k=0", "top_k=0 must be a whole number of at least 1"),
+        ("top_k=true", "top_k=True must be a whole number of at least 1"),
+        ("invalid_inputs=skip", "invalid_inputs=skip is unknown; choose error or mark"),
+    ],
+)
+def test_bad_options_are_one_line_before_the_export_is_read(override, message, tmp_path):
+    overrides = [f"model_path={tmp_path / 'no-export'}", "input=digits.npy", override]
+    with pytest.raises(UserError) as error:
+        predict(compose_config("predict", tmp_path / "run", overrides, quiet=False))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)

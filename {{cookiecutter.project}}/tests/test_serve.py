@@ -46,6 +46,8 @@ START_ERRORS = {
     "batch size": ([EXPORT, "max_batch_size=0"], "max_batch_size=0 must be a whole number of"),
     "busy wait": ([EXPORT, "batch_timeout=0"], "batch_timeout=0 with batching keeps an idle"),
     "timeout": ([EXPORT, "batch_timeout=-1"], "batch_timeout=-1 must be seconds from 0 to below"),
+    "workers true": ([EXPORT, "workers=true"], "workers=True must be a whole number of at least"),
+    "log level": ([EXPORT, "log_level=loud"], "log_level=loud is unknown; choose critical, error"),
     "empty key": ([EXPORT, "api_key_env=EMPTY_TEST_KEY"], "EMPTY_TEST_KEY is set but empty"),
     "variant": ([EXPORT, "variant=int8"], "variant=int8 is not an ONNX model of the export in"),
 }

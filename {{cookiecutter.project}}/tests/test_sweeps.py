@@ -34,7 +34,11 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
     best_trial = tmp_path / min(scores, key=scores.get)
     overrides = yaml.safe_load((best_trial / ".hydra" / "overrides.yaml").read_text())
     searched = dict(override.split("=", 1) for override in overrides if "=" in override)
-    assert set(best["best_params"]) == {"model.optimizer.lr", "data.batch_size", "++model.net.width"}
+    assert set(best["best_params"]) == {
+        "model.optimizer.lr",
+        "data.batch_size",
+        "++model.net.width",
+    }
     for name, value in best["best_params"].items():
         assert float(searched[name]) == pytest.approx(value)
 

@@ -17,11 +17,12 @@ from pytorch_lightning.callbacks import (
 from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
-from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from . import targets
+from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
 from .contract import Target
 from .launch import record_sigterm_without_collectives
+from .options import DATA, validated
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}
@@ -55,7 +56,7 @@ def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
     of features) written into `cfg.data`. They go there, rather than to the model directly,
     because model configs read them as `${data.num_classes}`: a LightningModule of the user's
     own gets them as any data setting, and the checkpoint records the resolved values."""
-    check_data_options(cfg.data)
+    validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
     datamodule = instantiate(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     # Before the model exists, and in every process: the networks are built for these shapes.
     # A prepare_data that downloads must therefore leave files that are already there alone.
@@ -66,33 +67,6 @@ def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
             {key: value for key, value in datamodule.shapes.items() if value is not None}
         )
     return datamodule
-
-
-def check_data_options(data: DictConfig | dict) -> None:
-    """One line for a bad value of an option that datamodules share, before one is built: a
-    DataLoader or a split would fail on it later, with a traceback."""
-    for name, lowest in (("batch_size", 1), ("num_workers", 0)):
-        value = data.get(name, lowest)
-        if type(value) is not int or value < lowest:
-            raise UserError(f"data.{name}={value} must be a whole number of at least {lowest}")
-    if data.get("task") not in (None, "classification", "regression"):
-        raise UserError(
-            f"data.task={data.get('task')} is unknown; choose classification or regression"
-        )
-    fractions = [name for name in ("val_fraction", "test_fraction") if name in data]
-    for name in fractions:
-        if type(data[name]) not in (int, float) or not 0 <= data[name] < 1:
-            raise UserError(
-                f"data.{name}={data[name]} must be a fraction from 0 to below 1, e.g. 0.15"
-            )
-    if data.get("val_fraction") == 0:
-        raise UserError(
-            "data.val_fraction=0 leaves no validation data for checkpoints and early stopping to "
-            "watch: e.g. data.val_fraction=0.15"
-        )
-    if sum(data[name] for name in fractions) >= 1:
-        settings = " and ".join(f"data.{name}={data[name]}" for name in fractions)
-        raise UserError(f"{settings} leave nothing to train on: keep their sum below 1")
 
 
 def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
@@ -131,8 +105,8 @@ def data_kind(data: DictConfig) -> str:
     kind = getattr(get_object(data._target_), "kind", None)
     if not isinstance(kind, str):
         raise UserError(
-            f"{data._target_} declares no input kind: give the class `kind = \"image\"` or "
-            "\"table\", or choose the network with model/net=<cnn, mlp or transformer>"
+            f'{data._target_} declares no input kind: give the class `kind = "image"` or '
+            '"table", or choose the network with model/net=<cnn, mlp or transformer>'
         )
     return kind
 
@@ -174,7 +148,7 @@ def build_trained(
     model = instantiate_model(model_config)
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
-    check_data_options(data_config)  # with the changes eval or export was given
+    validated(DATA, data_config, prefix="data.")  # with the changes eval or export was given
     # Prepared as the model was trained: its statistics, vocabularies and classes.
     contract = checkpoint["config"].get("contract")
     if not isinstance(contract, dict):

@@ -13,7 +13,6 @@ import json
 import platform
 import secrets
 import signal
-import warnings
 from importlib.metadata import version
 from itertools import islice
 from pathlib import Path
@@ -32,11 +31,22 @@ from .console import TooLarge, UserError
 from .contract import Artifact, Manifest
 from .inference import check_top_k, kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
+from .options import ServeOptions
 
 PAGE = Path(__file__).with_name("page.html")
 # Answered without the API key: a load balancer's probe, and a page that holds no data.
 OPEN_PATHS = ("/", "/health")
 REQUEST_KEYS = {"inputs", "rows", "top_k"}
+# The options that GET /info shows, with whether an API key is required.
+SETTINGS_SHOWN = {
+    "variant",
+    "workers",
+    "threads",
+    "max_batch_size",
+    "batch_timeout",
+    "max_request_bytes",
+    "max_request_samples",
+}
 
 
 class Samples(NamedTuple):
@@ -129,9 +139,7 @@ def from_json(body: bytes, manifest: Manifest, top_k) -> tuple[np.ndarray, objec
     return inputs, payload.get("top_k", top_k)
 
 
-async def from_upload(
-    request: Request, body: bytes, manifest: Manifest, limit: int
-) -> np.ndarray:
+async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: int) -> np.ndarray:
     """The model input of a file sent as the form field `file`, decoded as predict does."""
     kind = kind_of(manifest)
     if kind.UPLOAD is None:
@@ -214,46 +222,30 @@ class ExportAPI(ls.LitAPI):
 
 
 def build_server(
-    export_dir: Path,
-    variant: str,
-    manifest: Manifest,
-    workers: int,
-    threads: int,
-    max_batch_size: int,
-    batch_timeout: float,
-    max_request_bytes: int,
-    max_request_samples: int,
-    api_key: str | None,
+    export_dir: Path, manifest: Manifest, options: ServeOptions, api_key: str | None
 ) -> ls.LitServer:
     """The server of an export whose manifest is checked: POST /predict, GET /health (LitServe's
     own), GET /info and the page at /."""
     api = ExportAPI(
         str(export_dir),
-        variant,
-        threads,
-        max_batch_size=max_batch_size,
-        batch_timeout=batch_timeout,
+        options.variant,
+        options.threads,
+        max_batch_size=options.max_batch_size,
+        batch_timeout=options.batch_timeout,
     )
     # accelerator="cpu": "auto" imports torch to look for a GPU. onnxruntime chooses its own
     # providers. No OpenAPI pages: /predict reads its body itself, so they would describe nothing.
     server = ls.LitServer(
-        api, accelerator="cpu", workers_per_device=workers, disable_openapi_url=True
+        api, accelerator="cpu", workers_per_device=options.workers, disable_openapi_url=True
     )
     app = server.app
     # The HTTP processes are forked from this one with what it holds.
-    app.state.manifest, app.state.max_request_bytes = manifest, max_request_bytes
-    app.state.max_request_samples, app.state.api_key = max_request_samples, api_key
-    settings = {
-        "variant": variant,
-        "workers": workers,
-        "threads": threads,
-        "max_batch_size": max_batch_size,
-        "batch_timeout": batch_timeout,
-        "max_request_bytes": max_request_bytes,
-        "max_request_samples": max_request_samples,
-        "api_key_required": api_key is not None,
-    }
-    about = info(manifest, variant_entry(manifest, variant, export_dir), settings)
+    app.state.manifest, app.state.api_key = manifest, api_key
+    app.state.max_request_bytes = options.max_request_bytes
+    app.state.max_request_samples = options.max_request_samples
+    settings = options.model_dump(include=SETTINGS_SHOWN)
+    settings["api_key_required"] = api_key is not None
+    about = info(manifest, variant_entry(manifest, options.variant, export_dir), settings)
     html = page(manifest)
 
     async def info_route():

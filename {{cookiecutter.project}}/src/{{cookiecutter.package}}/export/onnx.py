@@ -12,9 +12,6 @@ from .onnx_graph import runner, strip_node_metadata
 from .verify import Runner
 
 FILE = "model.onnx"
-# torch's dynamo exporter writes opset 18 and converts the graph to a newer one if asked; an
-# older one fails to convert, with a traceback but no error.
-OLDEST_OPSET = 18
 
 
 def newest_opset() -> int:

@@ -122,7 +122,9 @@ def table(results: dict[str, dict], files: dict[str, Path]) -> str:
     argmax agreement) and latency per format; each latency with its speed-up over eager."""
     eager = results["eager"]["latency_ms"]
     metric = next(iter(results["eager"]["metric"]))
-    checks = [key for key in next(iter(results["eager"]["parity"].values())) if key != "max_abs_diff"]
+    checks = [
+        key for key in next(iter(results["eager"]["parity"].values())) if key != "max_abs_diff"
+    ]
     headers = [
         "format",
         "file",

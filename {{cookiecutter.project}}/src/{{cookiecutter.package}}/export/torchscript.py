@@ -11,7 +11,6 @@ from ..files import staged
 from .verify import Runner, torch_runner
 
 FILE = "model.ts"
-METHODS = ("trace", "script")
 _deprecation_noted = False
 
 

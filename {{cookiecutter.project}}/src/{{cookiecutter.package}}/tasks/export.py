@@ -1,5 +1,6 @@
 """Export: write each format, reload it from disk, check it against the eager model, report."""
 
+import importlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -7,39 +8,33 @@ from pathlib import Path
 import numpy as np
 import pytorch_lightning as pl
 import torch
-from omegaconf import DictConfig, ListConfig
+from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from .. import targets
 from ..builders import build_trained
-from ..contract import manifest_schema
 from ..console import UserError
+from ..contract import manifest_schema
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import fresh_folder, move_files, save_json
 from ..models import Transformer
+from ..options import FORMATS, FROM_ONNX, ExportOptions, validated
 from ..run_dir import unwritable
 
-FORMATS = {
-    "onnx": onnx,
-    "torchscript": torchscript,
-    "torch_export": torch_export,
-    "onnx_int8": onnx_int8,
-    "onnx_optimized": onnx_optimized,
-}
-# Made from model.onnx: written after it.
-FROM_ONNX = ("onnx_int8", "onnx_optimized")
+# Each format is the module of its name in export/.
+MODULES = {name: importlib.import_module(f"..export.{name}", __package__) for name in FORMATS}
 
 
 def savers(
-    cfg: DictConfig,
+    options: ExportOptions,
     net: torch.nn.Module,
     example: torch.Tensor,
     datamodule: pl.LightningDataModule,
     staging: Path,
 ) -> dict:
-    """Each format's `save(path)`, with the options the config gives it. Those made from
-    model.onnx read it in `staging`, and return how they made their file, for the report."""
+    """Each format's `save(path)`, with the options it takes. Those made from model.onnx read it
+    in `staging`, and return how they made their file, for the report."""
     # Any batch size; every other dimension as in training.
     dynamic_shapes = ({0: torch.export.Dim("batch", min=1)},)
     fp32 = staging / onnx.FILE
@@ -49,88 +44,45 @@ def savers(
     def calibration() -> np.ndarray:  # read only for a static quantization
         # Training samples as evaluation prepares them: unaugmented, the same at every export.
         training = partial(datamodule.loader, "train", as_evaluated=True)
-        return first_samples(training, cfg.calibration_samples).numpy()
+        return first_samples(training, options.calibration_samples).numpy()
 
     return {
-        "onnx": partial(onnx.save, net, example, dynamic_shapes=dynamic_shapes, opset=cfg.opset),
-        "torchscript": partial(torchscript.save, net, example, method=cfg.torchscript_method),
+        "onnx": partial(
+            onnx.save, net, example, dynamic_shapes=dynamic_shapes, opset=options.opset
+        ),
+        "torchscript": partial(torchscript.save, net, example, method=options.torchscript_method),
         "torch_export": partial(torch_export.save, net, example, dynamic_shapes=dynamic_shapes),
         "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration, attention=attention),
         "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
     }
 
 
-def check_config(cfg: DictConfig) -> None:
-    """Fails on a bad option before anything slow runs."""
-    if not cfg.get("ckpt_path"):
-        raise UserError("export needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
-    if not isinstance(cfg.formats, ListConfig) or not cfg.formats:
-        raise UserError(
-            f"formats={cfg.formats} must be a list of formats, e.g. formats=[onnx]; choose from "
-            f"{', '.join(FORMATS)}"
-        )
-    unknown = [name for name in cfg.formats if name not in FORMATS]
-    if unknown:
-        raise UserError(
-            f"unknown format {', '.join(map(repr, unknown))} in formats; "
-            f"choose from {', '.join(FORMATS)}"
-        )
-    if cfg.torchscript_method not in torchscript.METHODS:
-        raise UserError(
-            f"torchscript_method={cfg.torchscript_method!r} is unknown; "
-            f"choose {' or '.join(torchscript.METHODS)}"
-        )
-    derived = [name for name in cfg.formats if name in FROM_ONNX]
-    if derived and "onnx" not in cfg.formats:
-        raise UserError(
-            f"{derived[0]} is made from model.onnx: add onnx to formats, e.g. "
-            f"formats=[onnx,{','.join(derived)}]"
-        )
-    newest = onnx.newest_opset()
-    if type(cfg.opset) is not int or not onnx.OLDEST_OPSET <= cfg.opset <= newest:
-        raise UserError(
-            f"opset={cfg.opset} must be a whole number from {onnx.OLDEST_OPSET} (what torch's "
-            f"exporter writes) to {newest} (the newest this onnx knows)"
-        )
-    if type(cfg.atol) not in (int, float) or not cfg.atol >= 0:
-        raise UserError(f"atol={cfg.atol} must be a number, 0 or more: e.g. atol=1e-4")
-    for name in ("warmup", "repeats"):
-        value, lowest = cfg.latency[name], int(name == "repeats")
-        if type(value) is not int or value < lowest:
-            raise UserError(f"latency.{name}={value} must be a whole number of at least {lowest}")
-    if not all(isinstance(size, int) and size > 0 for size in cfg.batch_sizes):
-        raise UserError(f"batch_sizes={list(cfg.batch_sizes)} must be positive whole numbers")
-    if type(cfg.max_metric_drop) not in (int, float) or not cfg.max_metric_drop >= 0:
-        raise UserError(
-            f"max_metric_drop={cfg.max_metric_drop} must be a number of points, 0 or more: "
-            "e.g. 0.5, half a percentage point of accuracy"
-        )
-    if type(cfg.calibration_samples) is not int or cfg.calibration_samples < 1:
-        raise UserError(
-            f"calibration_samples={cfg.calibration_samples} must be a whole number of at least 1"
-        )
-    if Path(cfg.output_dir).is_file():
-        raise UserError(f"output_dir={cfg.output_dir} is a file; pass a folder for the export")
+def checked_options(cfg: DictConfig) -> ExportOptions:
+    """The export's options, checked before anything slow runs."""
+    options = validated(ExportOptions, cfg, newest_opset=onnx.newest_opset())
+    if Path(options.output_dir).is_file():
+        raise UserError(f"output_dir={options.output_dir} is a file; pass a folder for the export")
     # Beside output_dir: the staging folder, and the export once it passed.
-    problem = unwritable(Path(cfg.output_dir).absolute().parent, setting="output_dir=...")
+    problem = unwritable(Path(options.output_dir).absolute().parent, setting="output_dir=...")
     if problem:
         raise UserError(problem)
+    return options
 
 
 def load_net_and_samples(
-    cfg: DictConfig,
+    options: ExportOptions, allowed: list[str], data: DictConfig | None
 ) -> tuple[torch.nn.Module, torch.Tensor, pl.LightningDataModule]:
     """The checkpoint's network in eval mode, and held-out samples prepared exactly as in training.
 
     The plain network is exported rather than the LightningModule: its forward is the same, and
     it carries no trainer, metrics or Lightning hooks into the artifact.
     """
-    model, datamodule = build_trained(cfg.ckpt_path, cfg.allowed_targets, cfg.get("data"))
+    model, datamodule = build_trained(options.ckpt_path, allowed, data)
     net = getattr(model, "net", model).eval()
     datamodule.prepare_data()
     datamodule.setup("test")
     # At least two: torch.export would fix the batch size of a one-sample example to 1.
-    needed = max(*cfg.batch_sizes, 2)
+    needed = max(*options.batch_sizes, 2)
     samples = first_samples(datamodule.test_dataloader, needed)
     if len(samples) < needed:  # a small table: its batches repeat the test samples
         print(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
@@ -169,34 +121,34 @@ def export(cfg: DictConfig) -> dict:
     Everything is written to `<output_dir>.staging` first and moved into `output_dir` only once
     every format passed its checks: an earlier export there stays whole until then.
     """
-    check_config(cfg)
-    net, samples, datamodule = load_net_and_samples(cfg)
+    options = checked_options(cfg)
+    net, samples, datamodule = load_net_and_samples(options, cfg.allowed_targets, cfg.get("data"))
     eager = torch_runner(net)
     inputs = samples.numpy()
     if not np.isfinite(eager(inputs)).all():
         raise UserError(
-            f"{cfg.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
+            f"{options.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
             "diverge?): nothing to check an export against; export an earlier checkpoint"
         )
-    destination = Path(cfg.output_dir)
+    destination = Path(options.output_dir)
     staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
 
-    timing = {"batch_sizes": list(cfg.batch_sizes), **cfg.latency}
+    timing = {"batch_sizes": options.batch_sizes, **options.latency.model_dump()}
     results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
-    files, save = {}, savers(cfg, net, samples, datamodule, staging)
-    for name in sorted(cfg.formats, key=lambda name: name in FROM_ONNX):
-        files[name] = staging / FORMATS[name].FILE
+    files, save = {}, savers(options, net, samples, datamodule, staging)
+    for name in sorted(options.formats, key=lambda name: name in FROM_ONNX):
+        files[name] = staging / MODULES[name].FILE
         how = save[name](files[name]) or {}
         # Measured on the artifact as reloaded from disk, not on the object that wrote it.
         results[name] = measured(
-            FORMATS[name].load(files[name]), eager, inputs, timing, datamodule
+            MODULES[name].load(files[name]), eager, inputs, timing, datamodule
         )
         results[name] |= how | report.facts(name, files[name], results)
 
-    failed = report.failures(results, cfg.atol, cfg.max_metric_drop)
+    failed = report.failures(results, options.atol, options.max_metric_drop)
     summary = {
-        "atol": cfg.atol,
-        "max_metric_drop": cfg.max_metric_drop,
+        "atol": options.atol,
+        "max_metric_drop": options.max_metric_drop,
         "passed": not failed,
         "failures": failed,
         "fastest_onnx_variant": report.fastest(results),
@@ -209,7 +161,7 @@ def export(cfg: DictConfig) -> dict:
         print(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
     written = [path.name for path in files.values()]
     # Model files of an earlier export that this one does not describe.
-    stale = [f.FILE for f in FORMATS.values() if f.FILE not in written]
+    stale = [f.FILE for f in MODULES.values() if f.FILE not in written]
     if failed:
         if (destination / "manifest.json").exists():
             raise UserError(
@@ -221,7 +173,9 @@ def export(cfg: DictConfig) -> dict:
         raise UserError(
             f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
         )
-    manifest = report.manifest(files, results, datamodule.contract, cfg.opset, Path(cfg.ckpt_path))
+    manifest = report.manifest(
+        files, results, datamodule.contract, options.opset, Path(options.ckpt_path)
+    )
     save_json(staging / "manifest.json", manifest.to_dict())
     save_json(staging / report.SCHEMA, manifest_schema(manifest))
     kept = [*written, "report.json", "manifest.json", report.SCHEMA]

@@ -6,16 +6,8 @@ from types import ModuleType
 
 from ..console import UserError, format_table
 from ..files import save_json
-from ..inference import (
-    check_top_k,
-    load_export,
-    non_finite,
-    predictions,
-    read_inputs,
-    task_of,
-)
-
-INVALID = {"error", "mark"}
+from ..inference import load_export, non_finite, predictions, read_inputs, task_of
+from ..options import PredictOptions, validated
 
 
 def source_name(source: dict) -> str:
@@ -28,35 +20,29 @@ def table_row(prediction: dict, task: ModuleType) -> list[str]:
     return [source_name(prediction), *task.row(prediction)]
 
 
-def check_options(cfg) -> None:
-    if not cfg.get("model_path") or not cfg.get("input"):
+def checked_options(cfg) -> PredictOptions:
+    options = validated(PredictOptions, cfg)
+    if Path(options.output_dir).is_file():
         raise UserError(
-            "predict needs model=<export dir> and input=<.npy, .csv or .parquet file, image or "
-            "folder>"
+            f"output_dir={options.output_dir} is a file; pass a folder for predictions.json"
         )
-    if cfg.invalid_inputs not in INVALID:
-        raise UserError(f"invalid_inputs={cfg.invalid_inputs!r}: choose error or mark")
-    check_top_k(cfg.top_k)
-    if Path(cfg.output_dir).is_file():
-        raise UserError(
-            f"output_dir={cfg.output_dir} is a file; pass a folder for predictions.json"
-        )
+    return options
 
 
 def predict(cfg) -> list[dict]:
     """Predicts every sample of `cfg.input`, prints a table and writes predictions.json."""
-    check_options(cfg)
-    session, manifest = load_export(Path(cfg.model_path), variant=cfg.variant)
-    inputs, sources = read_inputs(Path(cfg.input), manifest)
+    options = checked_options(cfg)
+    session, manifest = load_export(Path(options.model_path), variant=options.variant)
+    inputs, sources = read_inputs(Path(options.input), manifest)
     invalid = non_finite(inputs)
-    if invalid.any() and cfg.invalid_inputs == "error":
+    if invalid.any() and options.invalid_inputs == "error":
         names = [source_name(source) for source, bad in zip(sources, invalid, strict=True) if bad]
         raise UserError(
             f"{len(names)} samples hold NaN or infinite values ({', '.join(names[:3])}"
             f"{', ...' if len(names) > 3 else ''}); fix them, or pass invalid_inputs=mark to "
             "predict the others"
         )
-    results = iter(predictions(session, manifest, inputs[~invalid], cfg.top_k))
+    results = iter(predictions(session, manifest, inputs[~invalid], options.top_k))
     predicted = [
         source | ({"invalid": "NaN or infinite values"} if bad else next(results))
         for source, bad in zip(sources, invalid, strict=True)
@@ -64,10 +50,10 @@ def predict(cfg) -> list[dict]:
     task = task_of(manifest)
     print(format_table(["input", *task.COLUMNS], [table_row(p, task) for p in predicted]))
     output = {
-        "model": str(cfg.model_path),
-        "variant": cfg.variant,
+        "model": options.model_path,
+        "variant": options.variant,
         "task": manifest.task,
         "predictions": predicted,
     }
-    save_json(Path(cfg.output_dir) / "predictions.json", output)
+    save_json(Path(options.output_dir) / "predictions.json", output)
     return predicted

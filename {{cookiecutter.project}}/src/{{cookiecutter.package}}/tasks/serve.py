@@ -10,49 +10,10 @@ from pathlib import Path
 
 from ..console import UserError
 from ..inference import load_export
+from ..options import ServeOptions, validated
 
-# The addresses LitServe binds: this machine only, or every IPv4 or IPv6 interface.
-HOSTS = ("127.0.0.1", "0.0.0.0", "::")
 # What the serve extra brings, by import name.
 SERVE_PACKAGES = {"litserve", "fastapi", "starlette", "uvicorn", "python_multipart"}
-# LitServe's own: how long a request may wait for a worker before it gets 504.
-REQUEST_TIMEOUT = 30
-
-
-def check_options(cfg) -> None:
-    if not cfg.get("model_path"):
-        raise UserError("serve needs model=<export dir>")
-    if cfg.host not in HOSTS:
-        raise UserError(
-            f"host={cfg.host}: choose 127.0.0.1 (this machine only), 0.0.0.0 or :: (every "
-            "interface, as in a container)"
-        )
-    for name, lowest, highest in [
-        ("port", 1024, 65535),
-        ("workers", 1, None),
-        ("threads", 1, None),
-        ("max_batch_size", 1, None),
-        ("max_request_bytes", 1, None),
-        ("max_request_samples", 1, None),
-    ]:
-        value = cfg[name]
-        if type(value) is not int or value < lowest or (highest and value > highest):
-            within = f"from {lowest} to {highest}" if highest else f"of at least {lowest}"
-            raise UserError(f"{name}={value} must be a whole number {within}")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    if cfg.workers * cfg.threads > cores:
-        raise UserError(
-            f"workers={cfg.workers} x threads={cfg.threads} onnxruntime threads would share "
-            f"{cores} cores; lower workers or threads"
-        )
-    timeout = cfg.batch_timeout
-    if type(timeout) not in (int, float) or not 0 <= timeout < REQUEST_TIMEOUT:
-        raise UserError(f"batch_timeout={timeout} must be seconds from 0 to below 30")
-    if cfg.max_batch_size > 1 and timeout == 0:
-        raise UserError(
-            "batch_timeout=0 with batching keeps an idle worker polling at full speed: e.g. "
-            "batch_timeout=0.002, or max_batch_size=1 to turn batching off"
-        )
 
 
 def api_key(variable: str | None) -> str | None:
@@ -107,12 +68,12 @@ def stopped_by_signals() -> Iterator[None]:
 
 def serve(cfg) -> None:
     """Serves the export at `cfg.model_path` until Ctrl-C or SIGTERM."""
-    check_options(cfg)
+    options: ServeOptions = validated(ServeOptions, cfg)
     # A missing export, or a model its manifest does not describe, stops here in one line,
     # before any process starts; each worker opens its own session.
-    _, manifest = load_export(Path(cfg.model_path), variant=cfg.variant)
-    key = api_key(cfg.api_key_env)
-    check_port(cfg.host, cfg.port)
+    _, manifest = load_export(Path(options.model_path), variant=options.variant)
+    key = api_key(options.api_key_env)
+    check_port(options.host, options.port)
     try:
         from ..serving import build_server
     except ModuleNotFoundError as error:
@@ -120,26 +81,21 @@ def serve(cfg) -> None:
             raise
         raise UserError(f'serve needs {error.name}: pip install -e ".[serve]"') from None
 
-    export_dir = Path(cfg.model_path)
+    export_dir = Path(options.model_path)
     server = build_server(
-        export_dir.parent if export_dir.is_file() else export_dir,
-        cfg.variant,
-        manifest,
-        workers=cfg.workers,
-        threads=cfg.threads,
-        max_batch_size=cfg.max_batch_size,
-        batch_timeout=cfg.batch_timeout,
-        max_request_bytes=cfg.max_request_bytes,
-        max_request_samples=cfg.max_request_samples,
-        api_key=key,
+        export_dir.parent if export_dir.is_file() else export_dir, manifest, options, api_key=key
     )
-    address = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    address = f"[{options.host}]" if ":" in options.host else options.host
+    access = f"API key from {options.api_key_env}" if key else "no API key"
     print(
-        f"serving {export_dir} at http://{address}:{cfg.port}/ (POST /predict, GET /health, "
-        f"/info; {'API key from ' + cfg.api_key_env if key else 'no API key'}); Ctrl-C stops it",
+        f"serving {export_dir} at http://{address}:{options.port}/ (POST /predict, GET /health, "
+        f"/info; {access}); Ctrl-C stops it",
         flush=True,
     )
     with stopped_by_signals():
         server.run(
-            host=cfg.host, port=cfg.port, log_level=cfg.log_level, generate_client_file=False
+            host=options.host,
+            port=options.port,
+            log_level=options.log_level,
+            generate_client_file=False,
         )

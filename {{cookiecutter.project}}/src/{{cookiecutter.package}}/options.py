@@ -1,0 +1,278 @@
+"""Each command's options, declared once with their types and ranges, and the one line a user gets
+for the first option that breaks them. Their defaults, and what each is for, stay in configs/,
+where users edit them; these classes say only what a value may be.
+
+Types are strict: `1.5` or `true` is no whole number, `true` no number, and nothing is rounded.
+No torch here: predict and serve use it too.
+"""
+
+import os
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from typing_extensions import TypedDict  # pydantic reads TypedDict from here before Python 3.12
+
+from .console import UserError
+
+Format = Literal["onnx", "torchscript", "torch_export", "onnx_int8", "onnx_optimized"]
+FORMATS: tuple[str, ...] = get_args(Format)
+CHOOSE_FORMAT = "choose from " + ", ".join(FORMATS)
+# Made from model.onnx: written after it.
+FROM_ONNX = ("onnx_int8", "onnx_optimized")
+# torch's dynamo exporter writes opset 18 and converts the graph to a newer one if asked; an
+# older one fails to convert, with a traceback but no error.
+OLDEST_OPSET = 18
+# LitServe's own: how long a request may wait for a worker before it gets 504.
+REQUEST_TIMEOUT = 30
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """The line for a value that an option refuses, where the one its type and range give would
+    say too little. `{setting}` stands for name=value as on the command line, `{value}` for the
+    value alone."""
+
+    line: str
+
+
+def whole(lowest: int, highest: int | None = None) -> Any:
+    """A whole number from `lowest` (up to `highest`)."""
+    within = f"of at least {lowest}" if highest is None else f"from {lowest} to {highest}"
+    return Field(strict=True, ge=lowest, le=highest, description=f"a whole number {within}")
+
+
+def number(below: float | None = None, noun: str = "a number", example: str = "") -> Any:
+    """A number, whole or not, from 0 (to below `below`)."""
+    within = ", 0 or more" if below is None else f" from 0 to below {below}"
+    example = f", e.g. {example}" if example else ""
+    return Field(strict=True, ge=0, lt=below, description=f"{noun}{within}{example}")
+
+
+class Options(BaseModel):
+    # Only the options declared here: the rest of a command's config is Hydra's and the paths'.
+    # A path that Hydra reads as a number (input=2024) is still a path. `model_path` is no
+    # pydantic attribute, whatever older pydantic versions warn.
+    model_config = ConfigDict(
+        extra="ignore", frozen=True, coerce_numbers_to_str=True, protected_namespaces=()
+    )
+
+
+Fraction = Annotated[float, number(below=1, noun="a fraction", example="0.15")]
+
+
+class DataOptions(TypedDict, total=False):
+    """What every shipped datamodule takes, checked before one is built (a DataLoader or a split
+    would fail on it later, with a traceback). A datamodule of the user's own may leave any out."""
+
+    batch_size: Annotated[int, whole(1)]
+    num_workers: Annotated[int, whole(0)]
+    task: Literal["classification", "regression", None]
+    val_fraction: Fraction
+    test_fraction: Fraction
+
+
+def leaves_data_to_train_on(data: DataOptions) -> DataOptions:
+    """What the two fractions leave: validation data to watch, and data to train on."""
+    if data.get("val_fraction") == 0:
+        raise ValueError(
+            "data.val_fraction=0 leaves no validation data for checkpoints and early stopping to "
+            "watch: e.g. data.val_fraction=0.15"
+        )
+    fractions = {name: data[name] for name in ("val_fraction", "test_fraction") if name in data}
+    if sum(fractions.values()) >= 1:
+        settings = " and ".join(f"data.{name}={value}" for name, value in fractions.items())
+        raise ValueError(f"{settings} leave nothing to train on: keep their sum below 1")
+    return data
+
+
+DATA = Annotated[DataOptions, AfterValidator(leaves_data_to_train_on)]
+
+
+class Latency(Options):
+    warmup: Annotated[int, whole(0)]
+    repeats: Annotated[int, whole(1)]
+
+
+class ExportOptions(Options):
+    ckpt_path: Annotated[
+        str,
+        Field(min_length=1),
+        Refusal("export needs a checkpoint: pass ckpt_path=<path to a .ckpt file>"),
+    ]
+    formats: Annotated[
+        list[
+            Annotated[
+                Format,
+                Refusal("unknown format {value!r} in formats; " + CHOOSE_FORMAT),
+            ]
+        ],
+        Field(min_length=1),
+        Refusal("{setting} must be a list of formats, e.g. formats=[onnx]; " + CHOOSE_FORMAT),
+    ]
+    torchscript_method: Literal["trace", "script"]
+    # The newest opset is the installed onnx's: a fact the export command passes in.
+    opset: Annotated[
+        int,
+        Field(
+            strict=True,
+            ge=OLDEST_OPSET,
+            description=f"a whole number from {OLDEST_OPSET} (what torch's exporter writes) to "
+            "{newest_opset} (the newest this onnx knows)",
+        ),
+    ]
+    atol: Annotated[float, number(example="atol=1e-4")]
+    latency: Latency
+    batch_sizes: Annotated[
+        list[Annotated[int, Field(strict=True, gt=0)]],
+        Field(min_length=1, description="positive whole numbers"),
+    ]
+    max_metric_drop: Annotated[
+        float,
+        number(noun="a number of points", example="0.5, half a percentage point of accuracy"),
+    ]
+    calibration_samples: Annotated[int, whole(1)]
+    output_dir: str
+
+    @field_validator("opset")
+    @classmethod
+    def known_to_onnx(cls, opset: int, info: ValidationInfo) -> int:
+        if opset > (info.context or {})["newest_opset"]:
+            raise ValueError("newer than onnx knows")  # the user reads the field's description
+        return opset
+
+    @model_validator(mode="after")
+    def onnx_listed_for_its_variants(self) -> "ExportOptions":
+        derived = [name for name in self.formats if name in FROM_ONNX]
+        if derived and "onnx" not in self.formats:
+            raise ValueError(
+                f"{derived[0]} is made from model.onnx: add onnx to formats, e.g. "
+                f"formats=[onnx,{','.join(derived)}]"
+            )
+        return self
+
+
+PREDICT_NEEDS = Refusal(
+    "predict needs model=<export dir> and input=<.npy, .csv or .parquet file, image or folder>"
+)
+
+
+class PredictOptions(Options):
+    model_path: Annotated[str, Field(min_length=1), PREDICT_NEEDS]
+    input: Annotated[str, Field(min_length=1), PREDICT_NEEDS]
+    variant: str
+    top_k: Annotated[int, whole(1)]
+    invalid_inputs: Literal["error", "mark"]
+    output_dir: str
+
+
+class ServeOptions(Options):
+    model_path: Annotated[str, Field(min_length=1), Refusal("serve needs model=<export dir>")]
+    variant: str
+    # The addresses LitServe binds: this machine only, or every IPv4 or IPv6 interface.
+    host: Annotated[
+        Literal["127.0.0.1", "0.0.0.0", "::"],
+        Refusal(
+            "{setting}: choose 127.0.0.1 (this machine only), 0.0.0.0 or :: (every interface, "
+            "as in a container)"
+        ),
+    ]
+    port: Annotated[int, whole(1024, 65535)]
+    workers: Annotated[int, whole(1)]
+    threads: Annotated[int, whole(1)]
+    max_batch_size: Annotated[int, whole(1)]
+    batch_timeout: Annotated[float, number(below=REQUEST_TIMEOUT, noun="seconds")]
+    max_request_bytes: Annotated[int, whole(1)]
+    max_request_samples: Annotated[int, whole(1)]
+    api_key_env: str | None
+    log_level: Literal["critical", "error", "warning", "info", "debug", "trace"]
+
+    @model_validator(mode="after")
+    def fits_the_machine(self) -> "ServeOptions":
+        affinity = getattr(os, "sched_getaffinity", None)  # the cores this process may use
+        cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+        if self.workers * self.threads > cores:
+            raise ValueError(
+                f"workers={self.workers} x threads={self.threads} onnxruntime threads would "
+                f"share {cores} cores; lower workers or threads"
+            )
+        if self.max_batch_size > 1 and self.batch_timeout == 0:
+            raise ValueError(
+                "batch_timeout=0 with batching keeps an idle worker polling at full speed: e.g. "
+                "batch_timeout=0.002, or max_batch_size=1 to turn batching off"
+            )
+        return self
+
+
+def validated(kind: Any, section: DictConfig | dict, prefix: str = "", **facts: Any) -> Any:
+    """The options of `kind` (a class above, or DATA) that `section` of a config gives, checked
+    and typed. The first that breaks its type, range or a rule across options is one line;
+    `facts` are what a range depends on that only the command knows."""
+    given = {name: plain(section[name]) for name in fields(kind) if name in section}
+    try:
+        return TypeAdapter(kind).validate_python(given, context=facts)
+    except ValidationError as error:
+        raise UserError(refusal(kind, error.errors()[0], given, prefix, facts)) from None
+
+
+def refusal(kind: Any, error: Any, given: dict, prefix: str, facts: dict) -> str:
+    if not error["loc"]:  # a rule across options says it all
+        return str(error["ctx"]["error"])
+    # Each option on the way to the refused value, outermost first. The innermost that has a line
+    # of its own says it: an unknown format names itself, a batch size below 1 is the list's.
+    levels, names, annotation = [], [], kind
+    value: Any = given
+    for key in error["loc"]:
+        base = split(annotation)[0]
+        annotation = fields(base)[key] if isinstance(key, str) else get_args(base)[0]
+        names += [key] if isinstance(key, str) else []
+        value = value.get(key) if isinstance(value, dict) else value[key]
+        levels.append((line_of(annotation), f"{prefix}{'.'.join(names)}={value}", value))
+    line, setting, value = next((level for level in reversed(levels) if level[0]), levels[0])
+    line = line or "{setting} is refused: " + error["msg"]
+    return line.format(setting=setting, value=value, **facts)
+
+
+def line_of(annotation: Any) -> str:
+    base, metadata = split(annotation)
+    lines = [item.line for item in metadata if isinstance(item, Refusal)]
+    lines += [
+        "{setting} must be " + item.description
+        for item in metadata
+        if isinstance(item, FieldInfo) and item.description
+    ]
+    if get_origin(base) is Literal:
+        *choices, last = [str(choice) for choice in get_args(base) if choice is not None]
+        lines.append("{setting} is unknown; choose " + ", ".join(choices) + " or " + last)
+    return lines[0] if lines else ""
+
+
+def split(annotation: Any) -> tuple[Any, tuple]:
+    """A type and what Annotated adds to it."""
+    if get_origin(annotation) is Annotated:
+        base, *metadata = get_args(annotation)
+        return base, tuple(metadata)
+    return annotation, ()
+
+
+def fields(kind: Any) -> dict[str, Any]:
+    return get_type_hints(split(kind)[0], include_extras=True)
+
+
+def plain(value: Any) -> Any:
+    """A config value as Python: lists and dicts, interpolations resolved."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
