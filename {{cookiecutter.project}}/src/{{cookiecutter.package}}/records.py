@@ -16,7 +16,7 @@ from rich.tree import Tree
 
 from .files import save_json, save_text
 
-PROJECT = {{cookiecutter.project | tojson}}
+PROJECT = {{ cookiecutter.project | tojson }}
 
 
 @rank_zero_only
