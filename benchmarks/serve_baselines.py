@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-from digit_classifier.inference import from_arrays, load_export, predictions
+from digit_classifier.inference import kind_of, load_export, predictions
 from fastapi import Body, FastAPI
 from sklearn.datasets import load_digits
 
@@ -38,19 +38,23 @@ def create_app():
     return app
 
 
-def raw_samples(manifest: dict, count: int = 256) -> np.ndarray:
+def from_arrays(array: np.ndarray, manifest, source: str) -> np.ndarray:
+    return kind_of(manifest).from_arrays(array, manifest.preprocessing, source)
+
+
+def raw_samples(manifest, count: int = 256) -> np.ndarray:
     """Raw inputs for the model: the digits for the default model, else random values in the
     range its images hold."""
-    shape = manifest["input"]["shape"][1:]
-    if manifest["input"]["kind"] != "image":
+    shape = manifest.input.shape[1:]
+    if manifest.input.kind != "image":
         raise SystemExit("serve_load.py sends images or arrays: pass the export of an image model")
     if shape == [1, 8, 8]:
         return load_digits().images[:count, None].astype(np.float32)
-    low, high = manifest["preprocessing"]["value_range"]
+    low, high = manifest.preprocessing.value_range
     return np.random.default_rng(0).uniform(low, high, (count, *shape)).astype(np.float32)
 
 
-def in_process(session, manifest: dict, raw: np.ndarray, requests: int, batches: list[int]):
+def in_process(session, manifest, raw: np.ndarray, requests: int, batches: list[int]):
     """For each batch size: raw values to predictions in one process, one batch per call."""
     results = []
     for size in batches:

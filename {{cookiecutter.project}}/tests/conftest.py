@@ -1,8 +1,10 @@
 """Test helpers: compose the configs users run, train once per session, call the CLI, write
 the example data."""
 
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -95,6 +97,35 @@ def start_cli(
         text=True,
         **{"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, **popen},
     )
+
+
+def copy_project(folder: Path) -> Path:
+    """A copy of the project's code, configs and scripts in `folder`, to add the user's files to."""
+    for name in ("src", "configs", "scripts", "train.py", "eval.py", "export.py", "predict.py"):
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(source, folder / name)
+    shutil.copy(ROOT / "serve.py", folder / "serve.py")
+    return folder
+
+
+def unchanged_but(copy: Path, added: list[str]) -> bool:
+    """Whether `copy` holds the project's own files exactly as the project has them, and
+    `added` besides (caches aside): the user's files needed no change anywhere else."""
+
+    def digest(path: Path) -> str | None:
+        return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+    names = [
+        str(path.relative_to(copy))
+        for path in copy.rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    ]
+    extra = [name for name in names if digest(ROOT / name) is None]
+    changed = [name for name in names if name not in extra and digest(copy / name) != digest(ROOT / name)]
+    return sorted(extra) == sorted(added) and not changed
 
 
 def without_torch(folder: Path) -> dict[str, str]:

@@ -1,16 +1,31 @@
 """A LightningModule of the user's own, written in the two files the README names, trains,
-evaluates and exports without any other file changing; a checkpoint naming a module that no
+evaluates, exports, predicts and serves on every data config without any other file changing; a checkpoint naming a module that no
 setting allows is refused in one line, and allowed by configuration, never by the checkpoint."""
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
-from conftest import ALLOWED, QUIET, ROOT, error_lines, run_cli
+from conftest import (
+    ALLOWED,
+    QUIET,
+    compose_config,
+    copy_project,
+    error_lines,
+    example_overrides,
+    run_cli,
+    unchanged_but,
+)
+from servers import Server, call
+from sklearn.datasets import load_digits
 
 PACKAGE = "{{ cookiecutter.package }}"
+# The user's two files; nothing else in the project changes.
+ADDED = [f"src/{PACKAGE}/models/tiny.py", "configs/model/tiny.yaml"]
 # A module unlike the project's: no shared base, its own training step and metric names.
 MODULE = '''"""Multinomial logistic regression with an L2 penalty, judged by its error rate."""
 
@@ -71,15 +86,8 @@ mode: min
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    """A copy of the project with the user's two files added, and the checksum of every other
-    file, which nothing may change."""
-    copy = tmp_path_factory.mktemp("own") / "project"
-    for name in ("src", "configs", "train.py", "eval.py", "export.py", "predict.py"):
-        source = ROOT / name
-        if source.is_dir():
-            shutil.copytree(source, copy / name, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy(source, copy / name)
+    """A copy of the project with the user's two files added."""
+    copy = copy_project(tmp_path_factory.mktemp("own") / "project")
     (copy / "src" / PACKAGE / "models" / "tiny.py").write_text(MODULE)
     (copy / "configs" / "model" / "tiny.yaml").write_text(CONFIG)
     return copy
@@ -89,20 +97,40 @@ def cli(project, script, *overrides):
     return run_cli(script, *overrides, root=project)
 
 
-@pytest.mark.slow  # a training run, an evaluation and an export, each its own process
-def test_an_own_module_trains_evaluates_and_exports(project, tmp_path):
+def raw_samples(project, data_overrides, folder) -> Path:
+    """A few raw test samples as a user hands them to predict: image files, table rows, or
+    the raw digits in a .npy file."""
+    from {{ cookiecutter.package }}.builders import build_datamodule
+
+    datamodule = build_datamodule(compose_config("train", folder, data_overrides))
+    dataset = datamodule.splits["test"]
+    if hasattr(dataset, "files"):  # image files
+        return dataset.files[0]
+    if datamodule.contract.input.kind == "table":
+        rows = pd.read_csv(datamodule.hparams.path).iloc[datamodule.indices["test"][:3]]
+        rows.to_csv(folder / "rows.csv", index=False)
+        return folder / "rows.csv"
+    np.save(folder / "digits.npy", load_digits().images[:3].astype(np.float32))
+    return folder / "digits.npy"
+
+
+@pytest.mark.slow  # training, evaluation, export and prediction, each its own process
+def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
+    project, data_overrides, tmp_path
+):
     runs = tmp_path / "runs"
     trained = cli(
         project,
         "train.py",
         *QUIET,
         "model=tiny",
+        *data_overrides,
         "trainer.max_epochs=3",
         f"hydra.run.dir={runs / 'train'}",
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.loads((runs / "train" / "metrics.json").read_text())
-    assert metrics["test/error"] < 0.2 and metrics["val/error"] < 0.2
+    assert 0 <= metrics["test/error"] <= 1
     # What sweeps optimize, `<monitor>_best`, though the module does not log it.
     assert metrics["val/error_best"] <= metrics["val/error"]
     best = runs / "train" / "checkpoints" / "best.ckpt"
@@ -126,15 +154,36 @@ def test_an_own_module_trains_evaluates_and_exports(project, tmp_path):
     assert exported.returncode == 0, exported.stderr[-3000:]
     report = json.loads((runs / "export" / "report.json").read_text())
     assert report["passed"] and {"onnx", "torchscript", "torch_export"} <= set(report["results"])
-    np.save(tmp_path / "digits.npy", np.zeros((2, 8, 8), dtype=np.float32))
+    source = raw_samples(project, data_overrides, tmp_path)
     predicted = cli(
         project,
         "predict.py",
         f"model={runs / 'export'}",
-        f"input={tmp_path / 'digits.npy'}",
+        f"input={source}",
         f"hydra.run.dir={runs / 'predict'}",
     )
     assert predicted.returncode == 0, predicted.stderr[-3000:]
+    predictions = json.loads((runs / "predict" / "predictions.json").read_text())["predictions"]
+    assert predictions and all("class" in prediction for prediction in predictions)
+    assert unchanged_but(project, ADDED)
+
+
+@pytest.mark.slow  # a server with its worker processes
+def test_an_own_module_serves_a_table(project, example_data, tmp_path):
+    data = example_overrides("table", example_data)
+    runs = tmp_path / "runs"
+    for script, overrides in (
+        ("train.py", [*QUIET, "model=tiny", "data=table", *data, "trainer.max_epochs=2"]),
+        ("export.py", [f"ckpt_path={runs / 'train' / 'checkpoints' / 'best.ckpt'}"]),
+    ):
+        done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
+        assert done.returncode == 0, done.stderr[-3000:]
+    row = pd.read_csv(example_data["breast_cancer"]).drop(columns="diagnosis").iloc[0]
+    with Server(runs / "export", tmp_path / "server", root=project) as server:
+        answer = call("POST", f"{server.url}/predict", json={"rows": [row.to_dict()]})
+        assert answer.status == 200, answer.text
+        assert answer.json()["predictions"][0]["class"] in ("benign", "malignant")
+    assert unchanged_but(project, ADDED)
 
 
 @pytest.mark.slow  # two evaluations, each its own process
