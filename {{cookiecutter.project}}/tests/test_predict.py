@@ -64,6 +64,20 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(
     assert accuracy(from_folder, labels[:12]) >= 0.9
 
 
+def test_the_printed_table_lists_the_top_k_classes_of_each_sample(
+    exported_run, digits, tmp_path, capsys
+):
+    np.save(tmp_path / "digits.npy", digits[0][:2])
+    predicted = run_predict(exported_run, tmp_path / "digits.npy", tmp_path / "run", "top_k=3")
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    expected = []
+    for index, prediction in enumerate(predicted):
+        first, *others = [[e["class"], f"{e['probability']:.4f}"] for e in prediction["top"]]
+        expected += [[f"{tmp_path / 'digits.npy'}[{index}]", *first], *others]
+    assert rows == expected
+    assert len(rows) == 6 and rows[0][1] == predicted[0]["class"]
+
+
 def test_a_model_the_manifest_does_not_describe_is_refused(exported_run, digits, tmp_path):
     export_dir = tmp_path / "export"
     shutil.copytree(exported_run, export_dir)

@@ -14,12 +14,17 @@ def source_name(source: dict) -> str:
     return source["file"] if source["index"] is None else f"{source['file']}[{source['index']}]"
 
 
-def table_row(prediction: dict) -> list[str]:
+def table_rows(prediction: dict) -> list[list[str]]:
+    """One row per sample; with top_k > 1 one per listed class, the sample named on the first."""
+    name = source_name(prediction)
     if "invalid" in prediction:
-        return [source_name(prediction), "-", prediction["invalid"]]
+        return [[name, "-", prediction["invalid"]]]
     if "value" in prediction:
-        return [source_name(prediction), f"{prediction['value']:.6g}"]
-    return [source_name(prediction), prediction["class"], f"{prediction['probability']:.4f}"]
+        return [[name, f"{prediction['value']:.6g}"]]
+    return [
+        [name if rank == 0 else "", entry["class"], f"{entry['probability']:.4f}"]
+        for rank, entry in enumerate(prediction.get("top", [prediction]))
+    ]
 
 
 def check_options(cfg) -> None:
@@ -56,7 +61,7 @@ def predict(cfg) -> list[dict]:
         for source, bad in zip(sources, invalid, strict=True)
     ]
     columns = ["value"] if manifest["task"] == "regression" else ["class", "probability"]
-    print(format_table(["input", *columns], [table_row(p) for p in predicted]))
+    print(format_table(["input", *columns], [row for p in predicted for row in table_rows(p)]))
     output = {
         "model": str(cfg.model_path),
         "variant": cfg.variant,
