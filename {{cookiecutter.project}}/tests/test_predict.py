@@ -7,7 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compose_config, run_cli, run_predict, save_pngs, without_torch
+from conftest import (
+    compose_config,
+    kept_in_log,
+    run_cli,
+    run_predict,
+    save_pngs,
+    without_torch,
+)
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -41,6 +48,7 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, digits, tmp_p
     assert [p["index"] for p in predictions] == list(range(len(labels)))
     assert accuracy(predictions, labels) >= 0.9
     assert f"digits.npy[{len(labels) - 1}]" in result.stdout  # the printed table
+    assert kept_in_log(tmp_path / "run" / "predict.log") == result.stdout.splitlines()
 
 
 def test_image_files_and_folders_give_the_predictions_of_the_same_array(

@@ -11,7 +11,7 @@ import torch
 from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import Dataset
 
-from ..console import UserError
+from ..console import UserError, show
 from ..preprocess import (
     IMAGE_SUFFIXES,
     classification_target,
@@ -42,7 +42,7 @@ def random_box(width: int, height: int, crop_scale, crop_ratio) -> tuple[float, 
 
 @rank_zero_only  # once, not once per DDP process
 def note(message: str) -> None:
-    print(f"note: {message}")
+    show(f"note: {message}")
 
 
 class ImageFiles(Dataset):

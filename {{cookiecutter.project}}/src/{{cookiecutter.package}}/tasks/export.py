@@ -11,7 +11,7 @@ from omegaconf import DictConfig, ListConfig
 from torch.utils.data import DataLoader
 
 from ..builders import build_trained
-from ..console import UserError
+from ..console import UserError, show
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import fresh_folder, move_files, save_json
@@ -131,7 +131,7 @@ def load_net_and_samples(
     needed = max(*cfg.batch_sizes, 2)
     samples = first_samples(datamodule.test_dataloader, needed)
     if len(samples) < needed:  # a small table: its batches repeat the test samples
-        print(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
+        show(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
         samples = samples.repeat(-(-needed // len(samples)), *[1] * (samples.dim() - 1))
     return net, samples[:needed], datamodule
 
@@ -200,10 +200,10 @@ def export(cfg: DictConfig) -> dict:
         "results": results,
     }
     save_json(staging / "report.json", summary)
-    print(report.table(results, files))
+    show(report.table(results, files))
     if summary["fastest_onnx_variant"]:
         by_size = summary["fastest_onnx_variant"].items()
-        print(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
+        show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
     written = [path.name for path in files.values()]
     # Model files of an earlier export that this one does not describe.
     stale = [f.FILE for f in FORMATS.values() if f.FILE not in written]
@@ -222,5 +222,5 @@ def export(cfg: DictConfig) -> dict:
     save_json(staging / "manifest.json", manifest)
     move_files(staging, destination, [*written, "report.json", "manifest.json"], stale)
     staging.rmdir()
-    print(f"exported {', '.join(files)} to {destination}")
+    show(f"exported {', '.join(files)} to {destination}")
     return summary

@@ -3,7 +3,7 @@ without torch."""
 
 from pathlib import Path
 
-from ..console import UserError, format_table
+from ..console import UserError, format_table, show
 from ..files import save_json
 from ..inference import check_top_k, load_export, non_finite, predictions, read_inputs
 
@@ -61,7 +61,7 @@ def predict(cfg) -> list[dict]:
         for source, bad in zip(sources, invalid, strict=True)
     ]
     columns = ["value"] if manifest["task"] == "regression" else ["class", "probability"]
-    print(format_table(["input", *columns], [row for p in predicted for row in table_rows(p)]))
+    show(format_table(["input", *columns], [row for p in predicted for row in table_rows(p)]))
     output = {
         "model": str(cfg.model_path),
         "variant": cfg.variant,

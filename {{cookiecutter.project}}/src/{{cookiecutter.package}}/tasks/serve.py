@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..console import UserError
+from ..console import UserError, show
 from ..inference import load_export
 
 # The addresses LitServe binds: this machine only, or every IPv4 or IPv6 interface.
@@ -134,10 +134,9 @@ def serve(cfg) -> None:
         api_key=key,
     )
     address = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
-    print(
+    show(
         f"serving {export_dir} at http://{address}:{cfg.port}/ (POST /predict, GET /health, "
         f"/info; {'API key from ' + cfg.api_key_env if key else 'no API key'}); Ctrl-C stops it",
-        flush=True,
     )
     with stopped_by_signals():
         server.run(
