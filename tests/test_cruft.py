@@ -20,6 +20,10 @@ GIT_ENV = {
 }
 
 
+# What the post-generation hook prints for a project just created, and for no other render.
+NEXT_STEPS = "Created digit-classifier. Next:"
+
+
 def git(cwd: Path, *args: str) -> str:
     result = subprocess.run(["git", *args], cwd=cwd, env=GIT_ENV, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -63,6 +67,7 @@ def test_cruft_update_merges_template_changes_into_a_changed_project(tmp_path):
 
     created = cruft(tmp_path, "create", str(template), "--no-input", "--output-dir", str(projects))
     assert created.returncode == 0, created.stderr
+    assert created.stdout.count(NEXT_STEPS) == 1
     project = projects / "digit-classifier"
     readme = project / "README.md"
     git(project, "init", "--quiet")
@@ -79,6 +84,7 @@ def test_cruft_update_merges_template_changes_into_a_changed_project(tmp_path):
 
     updated = cruft(project, "update", "--skip-apply-ask")
     assert updated.returncode == 0, updated.stdout + updated.stderr
+    assert NEXT_STEPS not in updated.stdout  # its renders are compared, then deleted
     text = readme.read_text()
     assert "Our notes: the model ships to the sorting machine." in text
     assert text.endswith("\nA section from the template.\n")
@@ -86,3 +92,16 @@ def test_cruft_update_merges_template_changes_into_a_changed_project(tmp_path):
     changed = {line[3:] for line in git(project, "status", "--porcelain").splitlines()}
     assert changed == {"README.md", ".cruft.json"}
     assert up_to_date(project)
+
+    compared = cruft(project, "diff")
+    assert compared.returncode == 0, compared.stderr
+    assert "\n-Our notes: the model ships to the sorting machine.\n" in compared.stdout
+    assert NEXT_STEPS not in compared.stdout
+
+
+def test_cookiecutter_prints_the_next_steps_once(tmp_path):
+    command = [sys.executable, "-m", "cookiecutter", "--no-input", str(REPO), "-o", str(tmp_path)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count(NEXT_STEPS) == 1
+    assert "  cd digit-classifier\n" in result.stdout

@@ -190,6 +190,13 @@ def save_pngs(images: np.ndarray, folder: Path) -> list[Path]:
     return files
 
 
+def kept_in_log(log: Path, level: str = "INFO") -> list[str]:
+    """The lines a command printed that its run's log file (Hydra's `<task>.log`) keeps as well,
+    without the log's `[time][name][level] - ` prefix."""
+    prefix = f"][{{ cookiecutter.package }}][{level}] - "
+    return [line.split(prefix, 1)[1] for line in log.read_text().splitlines() if prefix in line]
+
+
 def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error:")]
 

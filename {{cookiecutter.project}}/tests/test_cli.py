@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import QUIET, ROOT, compose_config, error_lines, run_cli
+from conftest import QUIET, ROOT, compose_config, error_lines, kept_in_log, run_cli
 
 from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
@@ -68,6 +68,9 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     assert expected in first_line(result)
+    if expected.startswith("error: "):  # the task's own check, in a run that Hydra started
+        task = script.removesuffix(".py")
+        assert kept_in_log(tmp_path / "run" / f"{task}.log", "ERROR") == [first_line(result)]
 
 
 @pytest.mark.parametrize(

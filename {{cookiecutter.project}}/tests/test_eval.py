@@ -4,7 +4,7 @@ import json
 
 import pytest
 import torch
-from conftest import QUIET, compose_config, run_cli
+from conftest import QUIET, compose_config, kept_in_log, run_cli
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
@@ -41,7 +41,11 @@ def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"
     result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])
     assert result.returncode == 0, result.stderr
-    assert json.loads((tmp_path / "metrics.json").read_text())["test/acc"] >= 0.97
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["test/acc"] >= 0.97
+    # Lightning prints its table of them on the console only; eval.log keeps them too.
+    rows = [line.split() for line in kept_in_log(tmp_path / "eval.log")[2:]]
+    assert rows == [[name, str(value)] for name, value in sorted(metrics.items())]
 
 
 def test_eval_of_a_diverged_checkpoint_writes_strict_json(trained_run, tmp_path):

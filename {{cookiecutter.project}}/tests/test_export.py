@@ -15,7 +15,7 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from conftest import FAST_LATENCY, ROOT, compose_config
+from conftest import FAST_LATENCY, ROOT, compose_config, kept_in_log, run_cli
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.data import DigitsDataModule
@@ -106,6 +106,19 @@ def test_scripting_instead_of_tracing(trained_run, tmp_path):
     assert report["passed"]
     assert sorted(path.name for path in tmp_path.glob("model.*")) == ["model.ts"]
     assert read(tmp_path / "manifest.json")["opset"] is None  # no ONNX file, so no opset
+
+
+def test_export_log_keeps_the_lines_the_export_printed(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY, f"hydra.run.dir={tmp_path}"]
+    result = run_cli("export.py", *overrides)
+    assert result.returncode == 0, result.stderr
+    # What the export printed, apart from log records that Hydra shows on the console.
+    printed = [line for line in result.stdout.splitlines() if not line.startswith("[")]
+    assert any(line.startswith("format ") and "max |diff|" in line for line in printed)
+    assert printed[-1] == f"exported onnx to {tmp_path}"
+    assert kept_in_log(tmp_path / "export.log") == printed
+    assert "][{{ cookiecutter.package }}][" not in result.stdout  # and shown once, not twice
 
 
 def test_parity_beyond_tolerance_fails_with_a_clear_line_and_no_manifest(trained_run, tmp_path):

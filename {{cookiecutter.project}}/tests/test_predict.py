@@ -7,7 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import compose_config, run_cli, run_predict, save_pngs, without_torch
+from conftest import (
+    compose_config,
+    kept_in_log,
+    run_cli,
+    run_predict,
+    save_pngs,
+    without_torch,
+)
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -41,6 +48,7 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, digits, tmp_p
     assert [p["index"] for p in predictions] == list(range(len(labels)))
     assert accuracy(predictions, labels) >= 0.9
     assert f"digits.npy[{len(labels) - 1}]" in result.stdout  # the printed table
+    assert kept_in_log(tmp_path / "run" / "predict.log") == result.stdout.splitlines()
 
 
 def test_image_files_and_folders_give_the_predictions_of_the_same_array(
@@ -62,6 +70,20 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(
     ]
     assert from_file == [from_folder[3]]
     assert accuracy(from_folder, labels[:12]) >= 0.9
+
+
+def test_the_printed_table_lists_the_top_k_classes_of_each_sample(
+    exported_run, digits, tmp_path, capsys
+):
+    np.save(tmp_path / "digits.npy", digits[0][:2])
+    predicted = run_predict(exported_run, tmp_path / "digits.npy", tmp_path / "run", "top_k=3")
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    expected = []
+    for index, prediction in enumerate(predicted):
+        first, *others = [[e["class"], f"{e['probability']:.4f}"] for e in prediction["top"]]
+        expected += [[f"{tmp_path / 'digits.npy'}[{index}]", *first], *others]
+    assert rows == expected
+    assert len(rows) == 6 and rows[0][1] == predicted[0]["class"]
 
 
 def test_a_model_the_manifest_does_not_describe_is_refused(exported_run, digits, tmp_path):

@@ -40,10 +40,32 @@ def cannot_write(
 
 
 def exit_with_error(message: str, status: int = 1) -> NoReturn:
+    log_only(f"error: {message}", logging.ERROR)
     # One write: under DDP every rank stops with this line, and lines that two processes write
     # to one stderr in several pieces can interleave.
     sys.stderr.write(f"error: {message}\n")
     sys.exit(status)
+
+
+def show(text: str) -> None:
+    """Prints `text` for the user and keeps it in the run's log file (`log_only`)."""
+    print(text, flush=True)
+    log_only(text)
+
+
+def log_only(text: str, level: int = logging.INFO) -> None:
+    """Writes each line of `text` as a record to the log files of the root logger, Hydra's
+    `<task>.log` in the run directory, and to no console. Those files get logging records only,
+    not what a task prints; a logger would show the text on the console a second time."""
+    root = logging.getLogger()
+    if not root.isEnabledFor(level):
+        return
+    files = [h for h in root.handlers if isinstance(h, logging.FileHandler) and level >= h.level]
+    for line in text.splitlines():
+        fields = {"name": __package__, "msg": line, "levelno": level}
+        record = logging.makeLogRecord(fields | {"levelname": logging.getLevelName(level)})
+        for handler in files:
+            handler.handle(record)
 
 
 def format_table(headers: list[str], rows: list[list]) -> str:

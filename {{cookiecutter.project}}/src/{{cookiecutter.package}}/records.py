@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.tree import Tree
 
+from .console import format_table, log_only
 from .files import save_json, save_text
 
 PROJECT = {{ cookiecutter.project | tojson }}
@@ -95,6 +96,13 @@ def plain_metrics(metrics: dict) -> dict:
         name: value.item() if isinstance(value, torch.Tensor) else value
         for name, value in metrics.items()
     }
+
+
+@rank_zero_only
+def log_metrics(metrics: dict) -> None:
+    """Keeps the values of metrics.json in the run's log too: Lightning prints its table of test
+    metrics on the console only."""
+    log_only(format_table(["metric", "value"], [[k, v] for k, v in sorted(metrics.items())]))
 
 
 @rank_zero_only

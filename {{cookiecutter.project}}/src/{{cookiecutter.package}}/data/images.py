@@ -13,7 +13,7 @@ from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import Dataset
 
 from .. import targets
-from ..console import UserError
+from ..console import UserError, show
 from ..contract import Contract
 from ..kinds.image import (
     SUFFIXES,
@@ -49,7 +49,7 @@ def random_box(width: int, height: int, crop_scale, crop_ratio) -> tuple[float, 
 
 @rank_zero_only  # once, not once per DDP process
 def note(message: str) -> None:
-    print(f"note: {message}")
+    show(f"note: {message}")
 
 
 class ImageFiles(Dataset):

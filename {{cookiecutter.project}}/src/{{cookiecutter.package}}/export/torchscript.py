@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from pytorch_lightning.core.module import _jit_is_scripting
 
+from ..console import show
 from ..files import staged
 from .verify import Runner, torch_runner
 
@@ -29,7 +30,7 @@ def _deprecation_noted_once():
         if not (issubclass(warning.category, DeprecationWarning) and "torch.jit" in message):
             warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
         elif not _deprecation_noted:
-            print(f"note: {message} model.ts is still written for runtimes that load TorchScript.")
+            show(f"note: {message} model.ts is still written for runtimes that load TorchScript.")
             _deprecation_noted = True
 
 

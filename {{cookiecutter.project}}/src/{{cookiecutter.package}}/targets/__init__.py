@@ -13,7 +13,7 @@ A task module defines, with numpy and pandas and never torch:
 - `metric(outputs, targets) -> dict`: the test metric export judges a format by, named as
   training logs it;
 - `parity(outputs, expected) -> dict`: what export checks besides the largest difference;
-- `COLUMNS` and `row(prediction) -> list[str]`: predict's printed table;
+- `COLUMNS` and `rows(prediction) -> list[list[str]]`: predict's printed table;
 - `HINT`: how to train a model of another task on such a target, for one-line errors.
 """
 

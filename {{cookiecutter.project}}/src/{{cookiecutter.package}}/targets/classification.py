@@ -72,10 +72,7 @@ def parity(logits: np.ndarray, expected: np.ndarray) -> dict[str, float]:
     return {"argmax_agreement": float((logits.argmax(1) == expected.argmax(1)).mean())}
 
 
-def row(prediction: dict) -> list[str]:
-    """predict's table: the top class and its probability, then the others of `top_k`."""
+def rows(prediction: dict) -> list[list[str]]:
+    """predict's table: each listed class (the top_k, or the best) with its probability."""
     ranked = prediction.get("top", [prediction])
-    return [
-        " / ".join(entry["class"] for entry in ranked),
-        " / ".join(f"{entry['probability']:.4f}" for entry in ranked),
-    ]
+    return [[entry["class"], f"{entry['probability']:.4f}"] for entry in ranked]

@@ -70,5 +70,5 @@ def parity(outputs: np.ndarray, expected: np.ndarray) -> dict[str, float]:
     return {}
 
 
-def row(prediction: dict) -> list[str]:
-    return [f"{prediction['value']:.6g}"]
+def rows(prediction: dict) -> list[list[str]]:
+    return [[f"{prediction['value']:.6g}"]]

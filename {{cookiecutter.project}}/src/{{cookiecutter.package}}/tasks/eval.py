@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 from ..builders import build_trained, build_trainer
 from ..console import UserError
 from ..launch import stops_by_signal
-from ..records import plain_metrics, write_json
+from ..records import log_metrics, plain_metrics, write_json
 
 
 def evaluate(cfg: DictConfig) -> dict:
@@ -22,4 +22,5 @@ def evaluate(cfg: DictConfig) -> dict:
         trainer.test(model, datamodule=datamodule)
     metrics = plain_metrics(trainer.callback_metrics) | {"ckpt_path": str(cfg.ckpt_path)}
     write_json(Path(cfg.paths.output_dir) / "metrics.json", metrics)
+    log_metrics(metrics)
     return metrics

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from .. import targets
 from ..builders import build_trained
-from ..console import UserError
+from ..console import UserError, show
 from ..contract import manifest_schema
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
@@ -85,7 +85,7 @@ def load_net_and_samples(
     needed = max(*options.batch_sizes, 2)
     samples = first_samples(datamodule.test_dataloader, needed)
     if len(samples) < needed:  # a small table: its batches repeat the test samples
-        print(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
+        show(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
         samples = samples.repeat(-(-needed // len(samples)), *[1] * (samples.dim() - 1))
     return net, samples[:needed], datamodule
 
@@ -155,10 +155,10 @@ def export(cfg: DictConfig) -> dict:
         "results": results,
     }
     save_json(staging / "report.json", summary)
-    print(report.table(results, files))
+    show(report.table(results, files))
     if summary["fastest_onnx_variant"]:
         by_size = summary["fastest_onnx_variant"].items()
-        print(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
+        show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
     written = [path.name for path in files.values()]
     # Model files of an earlier export that this one does not describe.
     stale = [f.FILE for f in MODULES.values() if f.FILE not in written]
@@ -181,5 +181,5 @@ def export(cfg: DictConfig) -> dict:
     kept = [*written, "report.json", "manifest.json", report.SCHEMA]
     move_files(staging, destination, kept, stale)
     staging.rmdir()
-    print(f"exported {', '.join(files)} to {destination}")
+    show(f"exported {', '.join(files)} to {destination}")
     return summary

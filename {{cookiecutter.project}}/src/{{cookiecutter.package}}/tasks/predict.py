@@ -4,7 +4,7 @@ without torch."""
 from pathlib import Path
 from types import ModuleType
 
-from ..console import UserError, format_table
+from ..console import UserError, format_table, show
 from ..files import save_json
 from ..inference import load_export, non_finite, predictions, read_inputs, task_of
 from ..options import PredictOptions, validated
@@ -14,10 +14,12 @@ def source_name(source: dict) -> str:
     return source["file"] if source["index"] is None else f"{source['file']}[{source['index']}]"
 
 
-def table_row(prediction: dict, task: ModuleType) -> list[str]:
+def table_rows(prediction: dict, task: ModuleType) -> list[list[str]]:
+    """One row per sample; with top_k > 1 one per listed class, the sample named on the first."""
+    name = source_name(prediction)
     if "invalid" in prediction:
-        return [source_name(prediction), prediction["invalid"], *["-"] * (len(task.COLUMNS) - 1)]
-    return [source_name(prediction), *task.row(prediction)]
+        return [[name, prediction["invalid"], *["-"] * (len(task.COLUMNS) - 1)]]
+    return [[name if rank == 0 else "", *row] for rank, row in enumerate(task.rows(prediction))]
 
 
 def checked_options(cfg) -> PredictOptions:
@@ -48,7 +50,8 @@ def predict(cfg) -> list[dict]:
         for source, bad in zip(sources, invalid, strict=True)
     ]
     task = task_of(manifest)
-    print(format_table(["input", *task.COLUMNS], [table_row(p, task) for p in predicted]))
+    rows = [row for prediction in predicted for row in table_rows(prediction, task)]
+    show(format_table(["input", *task.COLUMNS], rows))
     output = {
         "model": options.model_path,
         "variant": options.variant,

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..console import UserError
+from ..console import UserError, show
 from ..inference import load_export
 from ..options import ServeOptions, validated
 
@@ -87,10 +87,9 @@ def serve(cfg) -> None:
     )
     address = f"[{options.host}]" if ":" in options.host else options.host
     access = f"API key from {options.api_key_env}" if key else "no API key"
-    print(
+    show(
         f"serving {export_dir} at http://{address}:{options.port}/ (POST /predict, GET /health, "
         f"/info; {access}); Ctrl-C stops it",
-        flush=True,
     )
     with stopped_by_signals():
         server.run(

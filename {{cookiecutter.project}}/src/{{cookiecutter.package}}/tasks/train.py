@@ -12,11 +12,11 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from ..builders import build_datamodule, build_model, build_trainer, seed_everything
 from ..checkpoints import check_fits, load_checkpoint, resume_path
-from ..console import UserError
+from ..console import UserError, show
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
-from ..records import plain_metrics, record_run, write_json
+from ..records import log_metrics, plain_metrics, record_run, write_json
 
-say = rank_zero_only(print)
+say = rank_zero_only(show)
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -59,6 +59,7 @@ def train(cfg: DictConfig) -> float | None:
             trainer.test(model, datamodule=datamodule, ckpt_path=best, weights_only=True)
         metrics |= plain_metrics(trainer.callback_metrics)
         write_json(output_dir / "metrics.json", metrics)
+    log_metrics(metrics)
     if stopped_early:
         say(stopped_early)
     say(f"run directory: {output_dir}")
