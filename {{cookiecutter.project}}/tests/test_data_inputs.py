@@ -71,6 +71,29 @@ def test_every_common_format_and_mode_is_read_and_other_files_are_ignored(tmp_pa
         assert datamodule.splits["train"][0][0].shape == (channels, 8, 8)
 
 
+def test_channels_and_size_left_unset_are_read_off_the_images(tmp_path, capsys):
+    grey, colour, large = tmp_path / "grey", tmp_path / "colour", tmp_path / "large"
+    for index, name in enumerate(["cat", "dog"] * 4):
+        image(grey / name / f"{index}.png", (25, 25), COLOURS[name], mode="L")
+        image(grey / name / f"{index}.tif", (27, 25), COLOURS[name], mode="I;16")
+        image(colour / name / f"{index}.png", (30, 20), COLOURS[name])
+        image(colour / name / f"{index}.jpg", (30, 22), COLOURS[name], mode="L")
+        image(large / name / f"{index}.jpg", (500, 375), COLOURS[name])
+    for root, shape in ((grey, [1, 25, 25]), (colour, [3, 21, 21]), (large, [3, 64, 64])):
+        cfg = compose_config("train", tmp_path / "run", ["data=images", f"data.root={root}"])
+        assert build_datamodule(cfg).contract.input.shape == shape
+        assert (cfg.data.channels, cfg.data.image_size) == (shape[0], shape[-1])
+    said = capsys.readouterr().out
+    assert "note: data.channels=1: every image is greyscale" in said
+    assert "note: data.image_size=25: the images' median shorter side is 25 pixels" in said
+    assert "note: data.image_size=64: the images' median shorter side is 375 pixels" in said
+    # Set, they are kept as they are, and nothing is said.
+    datamodule, _ = build(tmp_path, "data=images", f"data.root={grey}", "data.channels=3",
+                          "data.image_size=12")  # fmt: skip
+    assert datamodule.contract.input.shape == [3, 12, 12]
+    assert "note:" not in capsys.readouterr().out
+
+
 def test_train_val_test_folders_are_used_as_given(tmp_path):
     root = tmp_path / "images"
     for split, count in (("train", 6), ("val", 3), ("test", 2)):

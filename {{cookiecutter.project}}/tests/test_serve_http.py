@@ -71,7 +71,7 @@ def post(server, **options):
 def test_health_page_and_info_without_torch_on_127_0_0_1(server, exported_run):
     assert call("GET", f"{server.url}/health").text == "ok"  # open: no key needed
     page = call("GET", f"{server.url}/")
-    assert page.status == 200 and "Try the model" in page.text and '"kind": "image"' in page.text
+    assert page.status == 200 and "Try the model" in page.text and '"type": "file"' in page.text
     info = call("GET", f"{server.url}/info", headers=AUTH).json()
     manifest = json.loads((exported_run / "manifest.json").read_text())
     assert info["task"] == "classification" and info["input"] == manifest["input"]

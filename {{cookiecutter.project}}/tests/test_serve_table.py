@@ -56,7 +56,7 @@ def test_rows_get_the_values_predict_py_gives_for_the_csv(server, table_export, 
     info = call("GET", f"{server.url}/info").json()
     assert info["task"] == "regression" and info["classes"] is None
     page = call("GET", f"{server.url}/").text
-    assert '"kind": "table"' in page and '{"name": "colour", "kind": "categorical"' in page
+    assert '"type": "fields"' in page and '{"name": "colour", "kind": "categorical"' in page
 
 
 def test_a_test_split_smaller_than_a_batch_is_repeated_to_fill_it(table_export):
