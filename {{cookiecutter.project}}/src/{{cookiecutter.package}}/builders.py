@@ -19,7 +19,7 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
-from .launch import record_sigterm_without_collectives
+from .upstream import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}

@@ -41,6 +41,7 @@ from .inference import (
     variant_entry,
 )
 from .inference import predictions as predict_samples
+from .upstream import parsed_in_http_process, remove_litserve_routes
 
 PAGE = Path(__file__).with_name("page.html")
 # Answered without the API key: a load balancer's probe, and a page that holds no data.
@@ -206,7 +207,7 @@ class ExportAPI(ls.LitAPI):
             Path(self.export_dir), self.threads, self.variant
         )
 
-    def decode_request(self, request: Annotated[Samples, Depends(parsed_request)]):
+    def decode_request(self, request: Annotated[Samples, parsed_in_http_process(parsed_request)]):
         return request
 
     def predict(self, batch):
@@ -291,11 +292,7 @@ def build_server(
     async def page_route():
         return HTMLResponse(html)
 
-    # LitServe's own GET / ("litserve running") and GET /info come first, and the first route that
-    # matches answers: they make way for these.
-    app.router.routes[:] = [
-        route for route in app.router.routes if getattr(route, "path", None) not in ("/", "/info")
-    ]
+    remove_litserve_routes(app, ("/", "/info"))  # LitServe's own, which would answer first
     app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
     app.add_api_route("/", page_route, methods=["GET"])
     return server
