@@ -7,6 +7,7 @@ so that it runs in a slim serving environment.
 """
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -215,7 +216,7 @@ def from_rows(frame: pd.DataFrame, manifest: dict, source: str) -> np.ndarray:
     return encode_table(frame, manifest["preprocessing"], source)
 
 
-def from_images(images: list[Path | bytes], manifest: dict) -> np.ndarray:
+def from_images(images: Sequence[Path | bytes], manifest: dict) -> np.ndarray:
     """Model inputs from image files (or their bytes), decoded and resized as in training."""
     if manifest["input"]["kind"] != "image":
         raise UserError("the model takes table rows, not images: pass a .csv or .parquet file")

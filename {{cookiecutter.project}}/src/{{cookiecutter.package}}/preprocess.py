@@ -7,6 +7,7 @@ and pandas here, directly or through other modules: this runs where torch is not
 """
 
 import math
+from collections.abc import Callable
 from io import BytesIO
 from pathlib import Path
 
@@ -22,7 +23,11 @@ IMAGE_SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".we
 # bilinear filter widens with the scale factor, so downscaling averages instead of aliasing.
 RESAMPLING = Image.Resampling.BILINEAR
 ORIENTATION = 0x0112  # the EXIF tag
-TABLE_READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
+TABLE_READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
+    ".csv": pd.read_csv,
+    ".parquet": pd.read_parquet,
+    ".pq": pd.read_parquet,
+}
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
 UNKNOWN = "<unknown>"
@@ -65,12 +70,12 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
     """An image file (or its bytes), decoded and converted to greyscale or RGB."""
     name = "the image" if isinstance(source, bytes) else str(source)
     try:
-        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as image:
+        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as file:
             # A photo as the camera was held. EXIF is parsed only where a file has it (TIFF
             # holds it among its own tags): parsing costs every file of a folder.
-            has_exif = "exif" in image.info or image.format == "TIFF"
-            if has_exif and image.getexif().get(ORIENTATION, 1) != 1:
-                image = ImageOps.exif_transpose(image)
+            has_exif = "exif" in file.info or file.format == "TIFF"
+            turned = has_exif and file.getexif().get(ORIENTATION, 1) != 1
+            image = ImageOps.exif_transpose(file) if turned else file
             return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
         reason = str(error).split("\n")[0] or type(error).__name__
@@ -256,8 +261,8 @@ def encode_table(
                     f"{source}: column {spec['name']!r} holds text; the model was trained on "
                     "numbers there"
                 )
-            numbers = numbers.fillna(spec["fill"]).to_numpy()
-            encoded.append(((numbers - spec["mean"]) / spec["std"])[:, None])
+            filled = numbers.fillna(spec["fill"]).to_numpy()
+            encoded.append(((filled - spec["mean"]) / spec["std"])[:, None])
             continue
         slots = indices(values.map(category, na_action="ignore").fillna(spec["fill"]), spec)
         encoded.append(np.eye(len(spec["vocabulary"]) + 1)[slots])
@@ -324,6 +329,11 @@ def regression_target(values: pd.Series, name: str, units: str | None, train) ->
 def encode_target(values: pd.Series, target: dict) -> np.ndarray:
     """Class indices (int64) of a target column, or its values standardized (float32)."""
     if target["task"] == "regression":
-        numbers = numeric_column(values, target["name"]).to_numpy()
-        return ((numbers - target["mean"]) / target["std"]).astype(np.float32)
+        numbers = numeric_column(values, target["name"])
+        if numbers is None:
+            raise UserError(
+                f"target column {target['name']!r} holds text; the model was trained on numbers "
+                "there"
+            )
+        return ((numbers.to_numpy() - target["mean"]) / target["std"]).astype(np.float32)
     return indices(values.map(category), {"vocabulary": target["class_names"]})

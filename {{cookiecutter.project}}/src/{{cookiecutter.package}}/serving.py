@@ -71,7 +71,7 @@ async def parsed_request(request: Request) -> Samples:
     manifest, limit = request.app.state.manifest, request.app.state.max_request_bytes
     body = await read_body(request, limit)
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    top_k = request.query_params.get("top_k", 1)
+    top_k: object = request.query_params.get("top_k", 1)
     try:
         if media_type == "multipart/form-data":
             inputs = await from_upload(request, body, manifest, limit)
@@ -214,7 +214,7 @@ class ExportAPI(ls.LitAPI):
         """The predictions of each request; its samples run in one call with those of the
         other requests of its batch that ask for the same top_k."""
         requests = batch if isinstance(batch, list) else [batch]  # max_batch_size 1: unbatched
-        answers = [None] * len(requests)
+        answers: list[list[dict] | None] = [None] * len(requests)
         for top_k in {request.top_k for request in requests}:
             group = [index for index, request in enumerate(requests) if request.top_k == top_k]
             inputs = np.concatenate([requests[index].inputs for index in group])
