@@ -151,11 +151,17 @@ def hydra_error_line(error: Exception) -> str:
 
 
 # --- LitServe (0.2.19) ---------------------------------------------------------------------------
+# Its options are used where they do the job (accelerator, workers_per_device, batching,
+# disable_openapi_url). `max_payload_size` does not do serving.read_body's: it counts the body as
+# it is read and answers a bare "Payload too large", where read_body refuses by Content-Length
+# before reading anything and names the limit and its setting. Nor do `info_path` and
+# `model_metadata` make GET /info: they nest the model's description under "model", beside
+# LitServe's own settings.
 
 
 def parsed_in_http_process(parse: Callable[..., Any]) -> Any:
-    """The annotation of a LitAPI's `decode_request` argument that makes LitServe's HTTP process
-    run `parse`, a FastAPI dependency, on each request and hand its result to the workers: use
+    """What makes LitServe's HTTP process run `parse`, a FastAPI dependency, on each request
+    and hand its result to the workers, in the annotation of a LitAPI's `decode_request`:
     `request: Annotated[<type>, parsed_in_http_process(parse)]`. Relies on: LitServe building the
     POST route as `endpoint(request: <that annotation>)`, which FastAPI resolves."""
     from fastapi import Depends
