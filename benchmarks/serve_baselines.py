@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-from digit_classifier.inference import kind_of, load_export, predictions
+from digit_classifier.inference import from_arrays, load_export, predictions
 from fastapi import Body, FastAPI
 from sklearn.datasets import load_digits
 
@@ -36,10 +36,6 @@ def create_app():
         return {"predictions": predictions(session, manifest, inputs)}
 
     return app
-
-
-def from_arrays(array: np.ndarray, manifest, source: str) -> np.ndarray:
-    return kind_of(manifest).from_arrays(array, manifest.preprocessing, source)
 
 
 def raw_samples(manifest, count: int = 256) -> np.ndarray:

@@ -112,6 +112,31 @@ def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project,
     assert " passed" in suite.stdout and " failed" not in suite.stdout
 
 
+@pytest.mark.slow
+def test_the_typed_modules_type_check_and_a_type_error_in_one_fails(tmp_path):
+    """mypy, as the render's pre-commit hook and CI run it, on the modules its pyproject lists;
+    then on the same render with an error in one of them."""
+    project = render(tmp_path / "render")
+    listed = tomllib.loads((project / "pyproject.toml").read_text())["tool"]["mypy"]["files"]
+    hooks = yaml.safe_load((project / ".pre-commit-config.yaml").read_text())["repos"][0]["hooks"]
+    assert {"id": "mypy", "entry": "mypy", "pass_filenames": False}.items() <= next(
+        hook for hook in hooks if hook["id"] == "mypy"
+    ).items()
+
+    def mypy():
+        command = [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache")]
+        return subprocess.run(command, cwd=project, capture_output=True, text=True, timeout=900)
+
+    clean = mypy()
+    assert clean.returncode == 0, clean.stdout
+    assert f"no issues found in {len(listed)} source files" in clean.stdout
+    with open(project / listed[0], "a") as module:
+        module.write('\n\ndef broken() -> int:\n    return "text"\n')
+    broken = mypy()
+    assert broken.returncode == 1
+    assert f"{listed[0]}:" in broken.stdout and "[return-value]" in broken.stdout
+
+
 def test_hostile_names_still_render_valid_python_and_toml(tmp_path):
     hostile = {
         "project_name": 'Tom\'s "Quoted" \\ Ünïcode Net',

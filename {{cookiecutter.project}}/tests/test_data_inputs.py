@@ -12,6 +12,8 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.targets.regression import Target
+from {{ cookiecutter.package }}.targets.regression import encode as encode_target
 
 COLOURS = {"cat": (200, 40, 90), "dog": (40, 180, 200)}
 
@@ -386,6 +388,12 @@ def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_
     assert build_table(tmp_path, path, target="n")[0].contract.target.task == "regression"
     labels, _ = build_table(tmp_path, path, "data.task=classification", target="n")
     assert labels.contract.target.class_names[:3] == ["0", "1", "2"]
+
+
+def test_text_in_a_target_the_model_learned_as_numbers_is_one_line():
+    target = Target(name="price", mean=5.0, std=2.0)
+    message = "target column 'price' holds text; the model was trained on numbers there"
+    fails_with(message, encode_target, pd.Series(["cheap", "dear"]), target)
 
 
 def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):

@@ -213,7 +213,7 @@ def test_on_slurm_the_requeue_handler_stays_beside_the_sigterm_one(tmp_path, mon
     finally:
         connector.teardown()
     assert connector._slurm_sigusr_handler_fn in usr1  # checkpoint, then scontrol requeue
-    assert term[0].__name__ == "notify"  # launch.record_sigterm_without_collectives
+    assert term[0].__name__ == "notify"  # upstream.record_sigterm_without_collectives
 
 
 def test_slurm_batch_script_is_valid_bash_and_keeps_one_run_dir_per_job():

@@ -15,11 +15,12 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from conftest import FAST_LATENCY, ROOT, compose_config, kept_in_log, run_cli
+from conftest import ALLOWED, FAST_LATENCY, ROOT, compose_config, kept_in_log, run_cli
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.data import DigitsDataModule
 from {{ cookiecutter.package }}.files import staged
+from {{ cookiecutter.package }}.options import ExportOptions, validated
 from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
 from {{ cookiecutter.package }}.tasks.predict import predict
 
@@ -78,9 +79,9 @@ def test_artifacts_reloaded_by_their_runtimes_match_the_eager_model(
     exported_run, trained_run, tmp_path
 ):
     best = trained_run / "checkpoints" / "best.ckpt"
-    net, samples, _ = load_net_and_samples(
-        compose_config("export", tmp_path, [f"ckpt_path={best}"], quiet=False)
-    )
+    cfg = compose_config("export", tmp_path, [f"ckpt_path={best}"], quiet=False)
+    options = validated(ExportOptions, cfg, newest_opset=onnx.defs.onnx_opset_version())
+    net, samples, _ = load_net_and_samples(options, ALLOWED, None)
     assert not net.training  # Dropout off and BatchNorm on running statistics, as deployed
 
     model = exported_run / "model.onnx"

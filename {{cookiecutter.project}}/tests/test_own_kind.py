@@ -63,15 +63,15 @@ def check(preprocessing, shape, where):
     if shape != [2] or len(preprocessing.mean) != 2:
         raise UserError(f"{where} describes points, the model takes {shape}")
 '''
-DATAMODULE = f'''"""Two interleaving half circles of points, scikit-learn's moons."""
+DATAMODULE = '''"""Two interleaving half circles of points, scikit-learn's moons."""
 
 import torch
 from sklearn.datasets import make_moons
 
-from {PACKAGE}.data.base import ContractDataModule
-from {PACKAGE}.data.loaders import InMemoryDataset
-from {PACKAGE}.kinds import points
-from {PACKAGE}.targets import classification
+from PACKAGE.data.base import ContractDataModule
+from PACKAGE.data.loaders import InMemoryDataset
+from PACKAGE.kinds import points
+from PACKAGE.targets import classification
 
 
 class MoonsDataModule(ContractDataModule):
@@ -94,11 +94,11 @@ class MoonsDataModule(ContractDataModule):
         inputs, labels = samples
         inputs = torch.from_numpy(points.encode(inputs, contract.preprocessing))
         labels = torch.from_numpy(labels)
-        return {{
+        return {
             name: InMemoryDataset(inputs[index], labels[index])
             for name, index in self.indices.items()
-        }}
-'''
+        }
+'''.replace("PACKAGE", PACKAGE)
 CONFIG = f"""_target_: {PACKAGE}.data.moons.MoonsDataModule
 samples: 600
 num_features: null

@@ -106,7 +106,10 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
         f"hydra.run.dir={tmp_path / 'run'}",
     )
     assert result.returncode == 1
-    expected = "has shape (3, 64); expected (N, 1, 8, 8) or (1, 8, 8)"
+    expected = (
+        "has shape (3, 64); expected (N, 1, 8, 8) or (1, 8, 8): raw arrays are not resized, "
+        "send image files for that"
+    )
     assert result.stderr.strip() == f"error: {tmp_path / 'flat.npy'} {expected}"
     assert not (tmp_path / "run" / "predictions.json").exists()
 
@@ -118,12 +121,13 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
         (
             "{export}",
             "{tmp}/missing.npy",
-            "does not exist; pass input=<.npy, .csv, .parquet, image or folder>",
+            "does not exist; pass input=<a file or folder of inputs, or a .npy array>",
         ),
         (
             "{export}",
             "{export}/manifest.json",
-            "is not a .npy, .csv or .parquet file, an image or a folder of images",
+            "is not an image, a folder of images (.bmp, .gif, .jpeg, .jpg, .png, .tif, .tiff, "
+            ".webp) or a .npy array of raw images",
         ),
         (
             "{export}/model.ts",

@@ -11,7 +11,8 @@ from conftest import save_pngs
 from servers import Server, Upload, send
 from sklearn.datasets import load_digits
 
-from {{ cookiecutter.package }}.inference import from_arrays, from_images, load_export, predictions
+from {{ cookiecutter.package }}.inference import from_arrays, load_export, predictions
+from {{ cookiecutter.package }}.kinds.image import from_files
 
 pytestmark = pytest.mark.slow  # a server of several processes, and 2,400 requests
 CONCURRENCY = 32
@@ -45,7 +46,7 @@ def requests(exported_run, tmp_path_factory) -> list[tuple[dict, list[dict]]]:
         requests.append(({"json": {"inputs": batch.tolist()}}, answer))
     for png in pngs:
         data = png.read_bytes()
-        answer = predictions(session, manifest, from_images([data], manifest))
+        answer = predictions(session, manifest, from_files([data], manifest.preprocessing))
         requests.append(({"data": Upload(data)}, answer))
     return requests
 

@@ -21,8 +21,8 @@ from . import targets
 from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
 from .contract import Target
-from .launch import record_sigterm_without_collectives
 from .options import DATA, validated
+from .upstream import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}

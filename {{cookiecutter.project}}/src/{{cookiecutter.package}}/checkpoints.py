@@ -16,6 +16,7 @@ from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from .console import UserError
 from .files import staged
+from .upstream import refused_a_global
 
 # Where a refused target can be allowed; never by a checkpoint.
 ALLOWLIST_FILE = "configs/allowed_targets.yaml"
@@ -51,7 +52,7 @@ def load_checkpoint(path: str | Path) -> dict:
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as error:
         # weights_only refuses any global outside tensors and plain containers, before calling it.
-        if "GLOBAL" not in str(error):
+        if not refused_a_global(error):
             raise UserError(
                 f"{path} is not a readable checkpoint (truncated or corrupt?)"
             ) from None

@@ -19,6 +19,7 @@ from omegaconf import OmegaConf
 
 from .console import UserError, cannot_write, exit_with_error, silence_noise
 from .launch import run_stamp
+from .upstream import hydra_error_line
 
 # The function of each task in tasks/, keyed by its module and config name in configs/.
 TASKS = {
@@ -86,26 +87,7 @@ def _launch(name: str):
     except CompactHydraException as error:
         if users_choice:
             raise
-        cause = error.__cause__
-        exit_with_error(one_line(f"{error}\n{cause}" if cause else str(error)))
-
-
-def one_line(report: str) -> str:
-    """Hydra's report in one line: its lines joined, the list after a line ending in ':' by
-    commas. Left out: OmegaConf's `full_key` and `object_type` lines, which repeat the first,
-    and Hydra's config search path."""
-    report = report.split("Config search path:")[0]
-    parts = [line.strip().rstrip(".") for line in report.splitlines()]
-    parts = [part for part in parts if part and not part.startswith(("full_key:", "object_type"))]
-    line, listing = parts[0], False
-    for part in parts[1:]:
-        if listing:
-            line += f", {part}"
-        elif line.endswith(":"):
-            line, listing = f"{line} {part}", True
-        else:
-            line += f"; {part[0].lower()}{part[1:]}"
-    return line
+        exit_with_error(hydra_error_line(error))
 
 
 def train():

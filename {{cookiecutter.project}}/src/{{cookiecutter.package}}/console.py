@@ -9,17 +9,7 @@ import sys
 import warnings
 from typing import NoReturn
 
-# Third-party messages a user can do nothing about, matched by their exact text. Each names why.
-NOISE = {
-    # Lightning 2.6 on torch 2.13: Lightning's own pytree helper uses a deprecated torch class.
-    "warning": [r"`isinstance\(treespec, LeafSpec\)` is deprecated"],
-    "log": [
-        # Advertisements for optional cloud services, printed by every Trainer.
-        r"💡 Tip: For seamless cloud",
-        # The project's rich model summary replaces Lightning's default one on purpose.
-        r"Trainer already configured with model summary callbacks",
-    ],
-}
+from .upstream import LIGHTNING_LOGGERS, NOISE
 
 
 class UserError(Exception):
@@ -87,10 +77,10 @@ class _DropNoise(logging.Filter):
 
 
 def silence_noise() -> None:
-    """Filters the messages in `NOISE`, once per process, before a task runs."""
+    """Filters the messages in `upstream.NOISE`, once per process, before a task runs."""
     for pattern in NOISE["warning"]:
         warnings.filterwarnings("ignore", message=pattern)
-    for name in ("pytorch_lightning.utilities.rank_zero", "lightning_fabric.utilities.rank_zero"):
+    for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropNoise) for f in logger.filters):
             logger.addFilter(_DropNoise())

@@ -61,8 +61,19 @@ def typed_parts(data: Any) -> Any:
         ("target", "Target", targets, field(data, "target", "task")),
     ):
         if isinstance(name, str) and isinstance(data.get(part), dict):
-            data[part] = getattr(registry.get(name), key).model_validate(data[part])
+            try:
+                data[part] = getattr(registry.get(name), key).model_validate(data[part])
+            except ValidationError as error:  # pydantic would drop the part from its place
+                raise PartInvalid(part, error) from None
     return data
+
+
+class PartInvalid(Exception):
+    """A part of a contract or manifest that its plug-in's model refuses."""
+
+    def __init__(self, part: str, error: ValidationError):
+        super().__init__(part)
+        self.part, self.error = part, error
 
 
 def field(data: dict, part: str, name: str) -> Any:
@@ -162,14 +173,18 @@ M = TypeVar("M", bound=Model)
 
 def validated(model: type[M], data: Any, source: str, advice: str = "") -> M:
     """`model` from `data`, or a UserError naming the first field that is missing or wrong."""
+    place: list[str] = []
     try:
         return model.model_validate(data)
     except UserError as error:  # a registry's: an unknown kind or task
         raise UserError(f"{source}: {error}{advice}") from None
-    except ValidationError as error:
-        first = error.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "its contents"
-        raise UserError(f"{source}: {where}: {first['msg']}{advice}") from None
+    except PartInvalid as invalid:
+        place, error = [invalid.part], invalid.error
+    except ValidationError as invalid:
+        error = invalid
+    first = error.errors()[0]
+    where = ".".join([*place, *map(str, first["loc"])]) or "its contents"
+    raise UserError(f"{source}: {where}: {first['msg']}{advice}") from None
 
 
 def manifest_schema(manifest: Manifest) -> dict[str, Any]:

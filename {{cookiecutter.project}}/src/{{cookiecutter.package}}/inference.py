@@ -98,6 +98,11 @@ def check_manifest(manifest: Manifest, session: ort.InferenceSession, path: Path
     kind_of(manifest).check(manifest.preprocessing, expected, str(path))
 
 
+def from_arrays(array: np.ndarray, manifest: Manifest, source: str) -> np.ndarray:
+    """Model inputs from raw values, as the dataset stores them, as the input kind takes them."""
+    return kind_of(manifest).from_arrays(array, manifest.preprocessing, source)
+
+
 def load_npy(path: Path) -> np.ndarray:
     try:
         return np.load(path, allow_pickle=False)
@@ -113,12 +118,11 @@ def read_inputs(path: Path, manifest: Manifest) -> tuple[np.ndarray, list[dict]]
             f"input={str(path)!r} does not exist; pass input=<a file or folder of inputs, or a "
             ".npy array>"
         )
-    kind = kind_of(manifest)
     if path.suffix.lower() == ".npy":
         with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: marked invalid
-            inputs = kind.from_arrays(load_npy(path), manifest.preprocessing, str(path))
+            inputs = from_arrays(load_npy(path), manifest, str(path))
         return inputs, [{"file": str(path), "index": index} for index in range(len(inputs))]
-    return kind.read_inputs(path, manifest.preprocessing)
+    return kind_of(manifest).read_inputs(path, manifest.preprocessing)
 
 
 def non_finite(inputs: np.ndarray) -> np.ndarray:

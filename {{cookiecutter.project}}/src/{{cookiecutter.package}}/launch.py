@@ -20,6 +20,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 
 from .console import UserError
+from .upstream import launched_ranks, signal_that_ended
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
 
@@ -98,42 +99,16 @@ class Stopped(UserError):
         self.exit_status = 128 + signum
 
 
-def record_sigterm_without_collectives(trainer) -> None:
-    """Lightning 2.6's SIGTERM handler broadcasts a tensor from inside the handler, that is at
-    whatever point of a step the signal lands: the broadcast can pair with another rank's gradient
-    all-reduce, and both ranks wait for ever. This one only records the signal and passes it to
-    the ranks this process started, as Lightning's does; Lightning's training loop broadcasts rank
-    0's record at the start of every step, so that all ranks stop after the same one. The rest of
-    Lightning's signal handling stays, SLURM's SIGUSR1 checkpoint-and-requeue among it."""
-    connector, launcher = trainer._signal_connector, trainer.strategy.launcher
-
-    def notify(signum, frame) -> None:
-        if not connector.received_sigterm and launcher is not None:
-            launcher.kill(signum)
-        connector.received_sigterm = True
-
-    connector._sigterm_notifier_fn = notify
-
-
 @contextmanager
 def stops_by_signal(trainer, what: str, how_to_go_on: str) -> Iterator[None]:
     """Turns a Trainer call that a signal ended into `Stopped`: `<what> stopped by <signal>;
-    <how_to_go_on>`.
-
-    After SIGTERM (schedulers, `timeout`, `docker stop`) Lightning ends fit or test at the next
-    step with SIGTERMException, a SystemExit without a code: exit status 0, as if the run had
-    finished. After Ctrl-C it calls sys.exit(1) inside its `except KeyboardInterrupt`.
-    """
-    from pytorch_lightning.utilities.exceptions import SIGTERMException
-
+    <how_to_go_on>`. Lightning ends it with a SystemExit, after SIGTERM (schedulers, `timeout`,
+    `docker stop`) without a code: exit status 0, as if the run had finished."""
     try:
         yield
     except SystemExit as error:
-        if isinstance(error, SIGTERMException):
-            signum = signal.SIGTERM
-        elif isinstance(error.__context__, KeyboardInterrupt):
-            signum = signal.SIGINT
-        else:
+        signum = signal_that_ended(error)
+        if signum is None:
             raise
         end_child_processes(trainer)
         message = f"{what} stopped by {SIGNAL_NAMES[signum]}; {how_to_go_on}"
@@ -144,7 +119,7 @@ def end_child_processes(trainer) -> None:
     """Kills the ranks that Lightning's DDP launcher started from this process, if any. A rank
     that got the signal a step later than this one waits in a collective that this one never
     joins, and would fail with a traceback once this process has gone."""
-    children = getattr(trainer.strategy.launcher, "procs", [])
+    children = launched_ranks(trainer)
     for child in children:
         child.kill()
         child.wait()

@@ -3,6 +3,7 @@
 from pytorch_lightning.loggers import WandbLogger as LightningWandbLogger
 
 from .console import UserError
+from .upstream import leave_out_wandb_anonymous
 
 
 class WandbLogger(LightningWandbLogger):
@@ -11,9 +12,7 @@ class WandbLogger(LightningWandbLogger):
 
     def __init__(self, **options):
         super().__init__(**options)
-        # Lightning passes anonymous=None to wandb.init, whose settings warn in every run that
-        # the option has no effect: it is left out instead.
-        self._wandb_init.pop("anonymous", None)
+        leave_out_wandb_anonymous(self)
 
     @property
     def experiment(self):

@@ -32,6 +32,7 @@ from .contract import Artifact, Manifest
 from .inference import check_top_k, kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
 from .options import ServeOptions
+from .upstream import parsed_in_http_process, remove_litserve_routes
 
 PAGE = Path(__file__).with_name("page.html")
 # Answered without the API key: a load balancer's probe, and a page that holds no data.
@@ -71,7 +72,7 @@ async def parsed_request(request: Request) -> Samples:
     manifest, limit = request.app.state.manifest, request.app.state.max_request_bytes
     body = await read_body(request, limit)
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    top_k = request.query_params.get("top_k", 1)
+    top_k: object = request.query_params.get("top_k", 1)
     try:
         if media_type == "multipart/form-data":
             inputs = await from_upload(request, body, manifest, limit)
@@ -185,14 +186,14 @@ class ExportAPI(ls.LitAPI):
             Path(self.export_dir), self.threads, self.variant
         )
 
-    def decode_request(self, request: Annotated[Samples, Depends(parsed_request)]):
+    def decode_request(self, request: Annotated[Samples, parsed_in_http_process(parsed_request)]):
         return request
 
     def predict(self, batch):
         """The predictions of each request; its samples run in one call with those of the
         other requests of its batch that ask for the same top_k."""
         requests = batch if isinstance(batch, list) else [batch]  # max_batch_size 1: unbatched
-        answers = [None] * len(requests)
+        answers: list[list[dict] | None] = [None] * len(requests)
         for top_k in {request.top_k for request in requests}:
             group = [index for index, request in enumerate(requests) if request.top_k == top_k]
             inputs = np.concatenate([requests[index].inputs for index in group])
@@ -254,11 +255,7 @@ def build_server(
     async def page_route():
         return HTMLResponse(html)
 
-    # LitServe's own GET / ("litserve running") and GET /info come first, and the first route that
-    # matches answers: they make way for these.
-    app.router.routes[:] = [
-        route for route in app.router.routes if getattr(route, "path", None) not in ("/", "/info")
-    ]
+    remove_litserve_routes(app, ("/", "/info"))  # LitServe's own, which would answer first
     app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
     app.add_api_route("/", page_route, methods=["GET"])
     return server

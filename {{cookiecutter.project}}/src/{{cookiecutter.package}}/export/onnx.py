@@ -8,6 +8,7 @@ import torch
 
 from ..files import staged
 from ..onnx_session import INPUT_NAME, OUTPUT_NAME
+from ..upstream import ONNX_EXPORT_LOGGERS
 from .onnx_graph import runner, strip_node_metadata
 from .verify import Runner
 
@@ -18,19 +19,10 @@ def newest_opset() -> int:
     return onnx.defs.onnx_opset_version()
 
 
-# Hydra sets the root logger to INFO, where the ONNX optimizer reports each of its passes, and
-# the exporter warns about every torchvision operator it cannot register, used or not.
-QUIET_LOGGERS = {
-    "onnxscript": logging.WARNING,
-    "onnx_ir": logging.WARNING,
-    "torch.onnx._internal.exporter._registration": logging.ERROR,
-}
-
-
 def save(
     net: torch.nn.Module, example: torch.Tensor, path: Path, dynamic_shapes: tuple, opset: int
 ) -> None:
-    for name, level in QUIET_LOGGERS.items():
+    for name, level in ONNX_EXPORT_LOGGERS.items():
         logging.getLogger(name).setLevel(level)
     with staged(path) as partial:
         # The dynamo exporter (torch.export underneath). Weights stay inside the file, which

@@ -5,10 +5,10 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from pytorch_lightning.core.module import _jit_is_scripting
 
 from ..console import show
 from ..files import staged
+from ..upstream import is_jit_deprecation, scripting_lightning_module
 from .verify import Runner, torch_runner
 
 FILE = "model.ts"
@@ -27,7 +27,7 @@ def _deprecation_noted_once():
         yield
     for warning in caught:
         message = str(warning.message)
-        if not (issubclass(warning.category, DeprecationWarning) and "torch.jit" in message):
+        if not is_jit_deprecation(warning):
             warnings.warn_explicit(message, warning.category, warning.filename, warning.lineno)
         elif not _deprecation_noted:
             show(f"note: {message} model.ts is still written for runtimes that load TorchScript.")
@@ -40,7 +40,7 @@ def save(net: torch.nn.Module, example: torch.Tensor, path: Path, method: str) -
     # A LightningModule exported whole (one without a `net`) has a `trainer` property that raises
     # outside a Trainer, and TorchScript reads every property: Lightning's own to_torchscript
     # turns that check off the same way.
-    with _deprecation_noted_once(), _jit_is_scripting():
+    with _deprecation_noted_once(), scripting_lightning_module():
         module = torch.jit.trace(net, example) if method == "trace" else torch.jit.script(net)
         with staged(path) as partial:
             torch.jit.save(module, partial)

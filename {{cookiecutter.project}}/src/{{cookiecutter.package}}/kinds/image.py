@@ -71,12 +71,13 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
     """An image file (or its bytes), decoded and converted to greyscale or RGB."""
     name = "the image" if isinstance(source, bytes) else str(source)
     try:
-        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as image:
+        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as file:
             # A photo as the camera was held. EXIF is parsed only where a file has it (TIFF
             # holds it among its own tags): parsing costs every file of a folder.
-            has_exif = "exif" in image.info or image.format == "TIFF"
-            if has_exif and image.getexif().get(ORIENTATION, 1) != 1:
-                image = ImageOps.exif_transpose(image)
+            image: Image.Image = file
+            has_exif = "exif" in file.info or file.format == "TIFF"
+            if has_exif and file.getexif().get(ORIENTATION, 1) != 1:
+                image = ImageOps.exif_transpose(file)
             return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
         reason = str(error).split("\n")[0] or type(error).__name__
@@ -115,8 +116,8 @@ def image_values(image: Image.Image, size: int, value_range, box=None) -> np.nda
 
 def normalize(raw: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
     """(x - mean) / std per channel, for one image (C, H, W) or a batch (N, C, H, W)."""
-    mean = np.float32(preprocessing.mean).reshape(-1, 1, 1)
-    std = np.float32(preprocessing.std).reshape(-1, 1, 1)
+    mean = np.asarray(preprocessing.mean, dtype=np.float32).reshape(-1, 1, 1)
+    std = np.asarray(preprocessing.std, dtype=np.float32).reshape(-1, 1, 1)
     return (raw - mean) / std
 
 

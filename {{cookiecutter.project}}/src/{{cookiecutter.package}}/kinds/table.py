@@ -2,6 +2,7 @@
 encoded over their training vocabulary, missing values filled in. pandas and numpy only."""
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -15,7 +16,11 @@ from ..contract import Model
 from ..contract import Preprocessing as BasePreprocessing
 
 SUFFIXES = (".csv", ".parquet", ".pq")
-READERS = {".csv": pd.read_csv, ".parquet": pd.read_parquet, ".pq": pd.read_parquet}
+READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
+    ".csv": pd.read_csv,
+    ".parquet": pd.read_parquet,
+    ".pq": pd.read_parquet,
+}
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
 UNKNOWN = "<unknown>"
@@ -108,7 +113,7 @@ def fit(frame: pd.DataFrame, columns: list[str], categorical: list[str]) -> Prep
             continue
         present = categories(values.dropna())
         vocabulary = sorted(present.unique())
-        fill = present.value_counts().idxmax() if len(present) else UNKNOWN
+        fill = str(present.value_counts().idxmax()) if len(present) else UNKNOWN
         specs.append(Categorical(name=name, vocabulary=vocabulary, fill=fill))
         features += [f"{name}={value}" for value in [*vocabulary, UNKNOWN]]
     return Preprocessing(columns=specs, features=features)
@@ -227,7 +232,7 @@ def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
 def form(preprocessing: Preprocessing) -> dict:
     fields = []
     for column in preprocessing.columns:
-        field = {"name": column.name, "kind": column.kind}
+        field: dict[str, object] = {"name": column.name, "kind": column.kind}
         if isinstance(column, Categorical):
             field["vocabulary"] = column.vocabulary
         fields.append(field)

@@ -46,8 +46,12 @@ def encode(values: "pd.Series", target: Target) -> np.ndarray:
     """The values standardized (float32)."""
     from ..columns import numeric_column
 
-    numbers = numeric_column(values, target.name).to_numpy()
-    return ((numbers - target.mean) / target.std).astype(np.float32)
+    numbers = numeric_column(values, target.name)
+    if numbers is None:
+        raise UserError(
+            f"target column {target.name!r} holds text; the model was trained on numbers there"
+        )
+    return ((numbers.to_numpy() - target.mean) / target.std).astype(np.float32)
 
 
 def outputs(target: Target) -> int:

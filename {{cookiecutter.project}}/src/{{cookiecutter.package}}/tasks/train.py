@@ -15,6 +15,7 @@ from ..checkpoints import check_fits, load_checkpoint, resume_path
 from ..console import UserError, show
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import log_metrics, plain_metrics, record_run, write_json
+from ..upstream import restored_past_max_epochs
 
 say = rank_zero_only(show)
 
@@ -97,7 +98,7 @@ def resumable(trainer: pl.Trainer, ckpt_path: str | None) -> Iterator[None]:
     try:
         yield
     except MisconfigurationException as error:
-        if "You restored a checkpoint with current_epoch" not in str(error):
+        if not restored_past_max_epochs(error):
             raise
         raise UserError(
             f"{ckpt_path} is at epoch {trainer.current_epoch}, past trainer.max_epochs="

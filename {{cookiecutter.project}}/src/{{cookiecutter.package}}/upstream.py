@@ -1,0 +1,179 @@
+"""Where this project relies on other libraries' internals: private attributes, and messages
+matched by their text. Each entry says what it relies on and the version it was checked with;
+tests/test_upstream.py checks each against the installed libraries, so that an upgrade which
+changes one fails there, by name, rather than somewhere in a run. Where a library gives an
+option for the job, the project uses the option instead, and nothing here.
+
+No dependencies at import: console.py reads the noise filters, and predict and serve run
+without torch and Lightning. Each entry imports its library itself.
+"""
+
+import logging
+import pickle
+import signal
+import warnings
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Any
+
+# --- Lightning (pytorch_lightning 2.6.6) and torch (2.13) ---------------------------------------
+
+# Messages a user can do nothing about, matched by the start of their text (console.py filters
+# them once per process). Each names why.
+NOISE = {
+    # FutureWarning of torch 2.13 from Lightning's pytree helper (CombinedLoader, every
+    # Trainer call), which checks for a deprecated torch class.
+    "warning": [r"`isinstance\(treespec, LeafSpec\)` is deprecated"],
+    "log": [
+        # Advertisements for optional cloud services, logged by every Trainer.
+        r"💡 Tip: For seamless cloud",
+        # The project's rich model summary replaces Lightning's default one on purpose.
+        r"Trainer already configured with model summary callbacks",
+    ],
+}
+# The loggers that Lightning's rank_zero_info and rank_zero_warn write to.
+LIGHTNING_LOGGERS = (
+    "pytorch_lightning.utilities.rank_zero",
+    "lightning_fabric.utilities.rank_zero",
+)
+
+
+def record_sigterm_without_collectives(trainer) -> None:
+    """Lightning 2.6's SIGTERM handler broadcasts a tensor from inside the handler, that is at
+    whatever point of a step the signal lands: the broadcast can pair with another rank's gradient
+    all-reduce, and both ranks wait for ever. This one only records the signal and passes it to
+    the ranks this process started, as Lightning's does; Lightning's training loop broadcasts rank
+    0's record at the start of every step, so that all ranks stop after the same one. The rest of
+    Lightning's signal handling stays, SLURM's SIGUSR1 checkpoint-and-requeue among it.
+
+    Relies on: `Trainer._signal_connector`, whose `register_signal_handlers` (called by every
+    Trainer call) installs `_sigterm_notifier_fn` first among the SIGTERM handlers, and whose
+    `received_sigterm` is what `trainer.received_sigterm` reads."""
+    connector, launcher = trainer._signal_connector, trainer.strategy.launcher
+
+    def notify(signum, frame) -> None:
+        if not connector.received_sigterm and launcher is not None:
+            launcher.kill(signum)
+        connector.received_sigterm = True
+
+    connector._sigterm_notifier_fn = notify
+
+
+def launched_ranks(trainer) -> list:
+    """The processes of the other ranks that Lightning's DDP launcher started from this one;
+    empty under any other launcher. Relies on: `_SubprocessScriptLauncher.procs`, the list that
+    its observer thread watches (it kills this process once a child in it has failed)."""
+    return getattr(trainer.strategy.launcher, "procs", [])
+
+
+def signal_that_ended(error: SystemExit) -> int | None:
+    """The signal that ended a Trainer call which raised `error`, if one did. After SIGTERM
+    Lightning ends fit or test at the next step with SIGTERMException, a SystemExit without a
+    code; after Ctrl-C it calls sys.exit(1) inside its `except KeyboardInterrupt`, which the
+    SystemExit keeps as its context."""
+    from pytorch_lightning.utilities.exceptions import SIGTERMException
+
+    if isinstance(error, SIGTERMException):
+        return signal.SIGTERM
+    if isinstance(error.__context__, KeyboardInterrupt):
+        return signal.SIGINT
+    return None
+
+
+def restored_past_max_epochs(error: Exception) -> bool:
+    """Whether Lightning refused to resume a checkpoint whose epoch is past `max_epochs`: a
+    MisconfigurationException told apart from the others by its text."""
+    return "You restored a checkpoint with current_epoch" in str(error)
+
+
+def scripting_lightning_module() -> AbstractContextManager:
+    """While TorchScript compiles a LightningModule: its `trainer` property, which TorchScript
+    reads as it reads every property, returns None instead of raising outside a Trainer. Relies
+    on: `pytorch_lightning.core.module._jit_is_scripting`, which Lightning's own
+    `to_torchscript` uses the same way."""
+    from pytorch_lightning.core.module import _jit_is_scripting
+
+    return _jit_is_scripting()
+
+
+def leave_out_wandb_anonymous(logger) -> None:
+    """Lightning's WandbLogger passes anonymous=None to wandb.init, and W&B 0.31 warns in every
+    run that the setting has no effect: it is left out. Relies on: `WandbLogger._wandb_init`,
+    the keyword arguments of its wandb.init call."""
+    logger._wandb_init.pop("anonymous", None)
+
+
+def refused_a_global(error: pickle.UnpicklingError) -> bool:
+    """Whether torch.load(weights_only=True) refused a pickled object (anything beyond tensors
+    and plain containers) rather than a damaged file: its message names the GLOBAL it met."""
+    return "GLOBAL" in str(error)
+
+
+def is_jit_deprecation(warning: warnings.WarningMessage) -> bool:
+    """Whether `warning` is torch's deprecation of torch.jit (torch 2.13 warns on every call of
+    trace, script and load), told apart from other deprecations by its text."""
+    return issubclass(warning.category, DeprecationWarning) and "torch.jit" in str(warning.message)
+
+
+# Loggers of the ONNX export that report at INFO, where Hydra sets the root logger: the optimizer
+# logs each of its passes, and torch's exporter warns about every torchvision operator it cannot
+# register, used or not. The last is a private module of torch's exporter.
+ONNX_EXPORT_LOGGERS = {
+    "onnxscript": logging.WARNING,
+    "onnx_ir": logging.WARNING,
+    "torch.onnx._internal.exporter._registration": logging.ERROR,
+}
+
+
+# --- Hydra (hydra-core 1.3.8, omegaconf 2.3) -----------------------------------------------------
+
+
+def hydra_error_line(error: Exception) -> str:
+    """Hydra's report of a bad override or config choice (a CompactHydraException, raised out of
+    `hydra.main` when HYDRA_FULL_ERROR is set) in one line: its lines joined, and those of its
+    cause, the list after a line ending in ':' by commas. Left out by their text: OmegaConf's
+    `full_key:` and `object_type` lines, which repeat the first, and Hydra's `Config search
+    path:` listing."""
+    cause = error.__cause__
+    report = f"{error}\n{cause}" if cause else str(error)
+    report = report.split("Config search path:")[0]
+    parts = [line.strip().rstrip(".") for line in report.splitlines()]
+    parts = [part for part in parts if part and not part.startswith(("full_key:", "object_type"))]
+    line, listing = parts[0], False
+    for part in parts[1:]:
+        if listing:
+            line += f", {part}"
+        elif line.endswith(":"):
+            line, listing = f"{line} {part}", True
+        else:
+            line += f"; {part[0].lower()}{part[1:]}"
+    return line
+
+
+# --- LitServe (0.2.19) ---------------------------------------------------------------------------
+# Its options are used where they do the job (accelerator, workers_per_device, batching,
+# disable_openapi_url). `max_payload_size` does not do serving.read_body's: it counts the body as
+# it is read and answers a bare "Payload too large", where read_body refuses by Content-Length
+# before reading anything and names the limit and its setting. Nor do `info_path` and
+# `model_metadata` make GET /info: they nest the model's description under "model", beside
+# LitServe's own settings.
+
+
+def parsed_in_http_process(parse: Callable[..., Any]) -> Any:
+    """What makes LitServe's HTTP process run `parse`, a FastAPI dependency, on each request
+    and hand its result to the workers, in the annotation of a LitAPI's `decode_request`:
+    `request: Annotated[<type>, parsed_in_http_process(parse)]`. Relies on: LitServe building the
+    POST route as `endpoint(request: <that annotation>)`, which FastAPI resolves."""
+    from fastapi import Depends
+
+    return Depends(parse)
+
+
+def remove_litserve_routes(app, paths: tuple[str, ...]) -> None:
+    """Makes way for routes of the project's own at `paths`: LitServe 0.2.19 adds GET /
+    ("litserve running") and GET /info (`info_path`, holding only `model_metadata` and its own
+    settings) while the server is built, with no option to leave either out, and the first route
+    that matches answers. Relies on: the FastAPI app's `router.routes`, a plain list."""
+    app.router.routes[:] = [
+        route for route in app.router.routes if getattr(route, "path", None) not in paths
+    ]

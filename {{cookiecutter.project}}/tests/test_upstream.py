@@ -1,0 +1,270 @@
+"""Each entry of upstream.py against the installed libraries: a test that fails here names the
+upstream change to adapt the entry to (or the entry to remove)."""
+
+import asyncio
+import importlib
+import inspect
+import io
+import logging
+import pickle
+import re
+import signal
+import sys
+import warnings
+from argparse import Namespace
+from typing import Annotated
+
+import hydra
+import litserve as ls
+import pytest
+import pytorch_lightning as pl
+import torch
+import wandb
+from fastapi import HTTPException, Request
+from hydra.errors import CompactHydraException
+from pytorch_lightning.callbacks import ModelSummary
+from pytorch_lightning.demos.boring_classes import BoringModel
+from pytorch_lightning.loggers import WandbLogger
+from pytorch_lightning.utilities import CombinedLoader
+from pytorch_lightning.utilities.exceptions import MisconfigurationException
+
+from {{ cookiecutter.package }} import upstream
+
+QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
+
+
+def trainer(**options) -> pl.Trainer:
+    settings = {"accelerator": "cpu", "devices": 1, "enable_checkpointing": False, **QUIET}
+    return pl.Trainer(**{**settings, **options})
+
+
+class Stepping(BoringModel):
+    """Does `what` in its first training step."""
+
+    def __init__(self, what):
+        super().__init__()
+        self.what = what
+
+    def training_step(self, batch, batch_idx):
+        self.what()
+        return super().training_step(batch, batch_idx)
+
+
+def test_lightning_s_sigterm_handler_calls_the_notifier_that_is_replaced():
+    fitting = trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=0)
+    upstream.record_sigterm_without_collectives(fitting)
+
+    def sigterm():
+        # Lightning's handlers are installed as fit starts: without them SIGTERM would end pytest.
+        handlers = signal.getsignal(signal.SIGTERM).signal_handlers
+        assert handlers[0].__name__ == "notify"
+        signal.raise_signal(signal.SIGTERM)
+
+    with pytest.raises(SystemExit) as stopped:
+        fitting.fit(Stepping(sigterm))
+    assert fitting.received_sigterm  # what the replacement records, where Lightning reads it
+    assert upstream.signal_that_ended(stopped.value) == signal.SIGTERM
+    # Still needed: Lightning's own notifier broadcasts from inside the handler, and its training
+    # loop broadcasts the record at each step.
+    from pytorch_lightning.loops.training_epoch_loop import _TrainingEpochLoop
+    from pytorch_lightning.trainer.connectors.signal_connector import _SignalConnector
+
+    assert "broadcast(" in inspect.getsource(_SignalConnector._sigterm_notifier_fn)
+    assert "received_sigterm" in inspect.getsource(_TrainingEpochLoop._broadcast_sigterm_tensor)
+
+
+def test_ctrl_c_in_a_trainer_call_ends_in_a_system_exit_that_keeps_it():
+    def interrupt():
+        raise KeyboardInterrupt
+
+    ctrl_c = signal.getsignal(signal.SIGINT)
+    try:
+        with pytest.raises(SystemExit) as stopped:
+            trainer(max_epochs=1, limit_train_batches=2, limit_val_batches=0).fit(
+                Stepping(interrupt)
+            )
+    finally:
+        signal.signal(signal.SIGINT, ctrl_c)  # Lightning ignores Ctrl-C once it has one
+    assert upstream.signal_that_ended(stopped.value) == signal.SIGINT
+    assert upstream.signal_that_ended(SystemExit(2)) is None
+
+
+def test_the_ddp_launcher_keeps_the_ranks_it_starts_in_the_list_its_observer_watches():
+    ddp = trainer(devices=2, strategy="ddp")
+    launcher = ddp.strategy.launcher
+    assert upstream.launched_ranks(ddp) is launcher.procs == []
+    assert "_launch_process_observer(self.procs)" in inspect.getsource(type(launcher).launch)
+    assert upstream.launched_ranks(trainer()) == []  # no launcher
+
+
+def test_resuming_past_max_epochs_is_refused_with_the_text_matched(tmp_path):
+    short = {"limit_train_batches": 1, "limit_val_batches": 0}
+    first = trainer(max_epochs=2, **short)
+    first.fit(BoringModel())
+    first.save_checkpoint(tmp_path / "epoch2.ckpt")
+    with pytest.raises(MisconfigurationException) as refused:
+        trainer(max_epochs=1, **short).fit(
+            BoringModel(), ckpt_path=tmp_path / "epoch2.ckpt", weights_only=True
+        )
+    assert upstream.restored_past_max_epochs(refused.value)
+    assert not upstream.restored_past_max_epochs(MisconfigurationException("other"))
+
+
+def test_a_lightning_module_s_trainer_property_is_off_while_scripting():
+    module = pl.LightningModule()
+    with pytest.raises(RuntimeError, match="not attached to a `Trainer`"):
+        module.trainer  # noqa: B018
+    with upstream.scripting_lightning_module():
+        assert module.trainer is None
+
+
+def test_lightning_passes_anonymous_to_wandb_init_and_wandb_warns_about_it(tmp_path, capsys):
+    logger = WandbLogger(offline=True, save_dir=str(tmp_path))
+    assert "anonymous" in logger._wandb_init
+    assert "wandb.init(**self._wandb_init)" in inspect.getsource(type(logger).experiment.fget)
+    upstream.leave_out_wandb_anonymous(logger)
+    assert "anonymous" not in logger._wandb_init
+    wandb.Settings(anonymous=None)
+    assert "anonymous setting has no effect" in capsys.readouterr().err
+
+
+def test_torch_names_the_global_it_refuses_to_unpickle():
+    pickled, plain = io.BytesIO(), io.BytesIO()
+    torch.save({"args": Namespace(lr=0.1)}, pickled)
+    torch.save({"state_dict": {"w": torch.zeros(2)}}, plain)
+    with pytest.raises(pickle.UnpicklingError) as refused:
+        torch.load(io.BytesIO(pickled.getvalue()), weights_only=True)
+    assert upstream.refused_a_global(refused.value)
+    truncated = io.BytesIO(plain.getvalue()[:-64])
+    with pytest.raises(Exception) as damaged:  # noqa: B017 (what torch raises differs by damage)
+        torch.load(truncated, weights_only=True)
+    assert not upstream.refused_a_global(damaged.value)
+
+
+def test_torch_s_deprecation_of_torch_jit_is_told_apart():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.jit.trace(torch.nn.Linear(2, 2), torch.zeros(1, 2))
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert deprecations and all(upstream.is_jit_deprecation(w) for w in deprecations)
+
+
+def test_each_noise_pattern_matches_what_lightning_emits():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        iter(CombinedLoader({"a": [1, 2]}, "max_size_cycle"))
+    # As warnings.filterwarnings matches: from the start, ignoring case.
+    for pattern in upstream.NOISE["warning"]:
+        assert any(re.match(pattern, str(w.message), re.IGNORECASE) for w in caught), pattern
+
+    class Collect(logging.Handler):
+        records: list[str] = []
+
+        def emit(self, record):
+            self.records.append(record.getMessage())
+
+    collect = Collect()
+    loggers = [logging.getLogger(name) for name in upstream.LIGHTNING_LOGGERS]
+    for logger in loggers:
+        logger.addHandler(collect)
+    try:
+        trainer(callbacks=[ModelSummary()], enable_model_summary=True)
+    finally:
+        for logger in loggers:
+            logger.removeHandler(collect)
+    for pattern in upstream.NOISE["log"]:
+        assert any(re.match(pattern, message) for message in collect.records), pattern
+
+
+def test_the_onnx_export_loggers_exist():
+    for name in upstream.ONNX_EXPORT_LOGGERS:
+        importlib.import_module(name)
+        assert any(logger.startswith(name) for logger in logging.root.manager.loggerDict), name
+    private = importlib.import_module("torch.onnx._internal.exporter._registration")
+    assert private.logger.name == "torch.onnx._internal.exporter._registration"
+
+
+@pytest.fixture
+def hydra_app(tmp_path, monkeypatch):
+    """Runs a Hydra app of one config with a group `model` holding `a`, as `app <overrides>`."""
+    (tmp_path / "model").mkdir()
+    (tmp_path / "app.yaml").write_text("defaults:\n  - model: a\n  - _self_\nx: 1\n")
+    (tmp_path / "model" / "a.yaml").write_text("y: 2\n")
+    monkeypatch.chdir(tmp_path)
+
+    @hydra.main(version_base="1.3", config_path=str(tmp_path), config_name="app")
+    def main(cfg):
+        return cfg
+
+    def run(*overrides):
+        monkeypatch.setattr(sys, "argv", ["app", *overrides])
+        return main()
+
+    return run
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        ("model=b", "In 'app': Could not find 'model/b'; available options in 'model': a"),
+        ("z=1", "Could not override 'z'; to append to your config use +z=1; key 'z' is not in "
+         "struct"),
+        ("x=[1", "no viable alternative at input '[1'; see https://hydra.cc/docs/1.2/advanced/"
+         "override_grammar/basic for details"),
+    ],
+    ids=["unknown choice", "unknown key", "bad syntax"],
+)  # fmt: skip
+def test_hydra_raises_its_report_with_hydra_full_error_and_it_fits_one_line(
+    hydra_app, monkeypatch, override, line
+):
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    with pytest.raises(CompactHydraException) as error:
+        hydra_app(override)
+    assert upstream.hydra_error_line(error.value) == line
+    monkeypatch.delenv("HYDRA_FULL_ERROR")
+    with pytest.raises(SystemExit):  # without it: Hydra prints its report and exits
+        hydra_app(override)
+
+
+def refuse_all(request: Request):
+    raise HTTPException(status_code=418, detail="parsed in the HTTP process")
+
+
+class TinyAPI(ls.LitAPI):
+    def setup(self, device):
+        pass
+
+    def decode_request(self, request: Annotated[int, upstream.parsed_in_http_process(refuse_all)]):
+        return request
+
+    def predict(self, x):
+        return x
+
+
+async def get(app, method: str, path: str) -> tuple[int, bytes]:
+    """One request to the ASGI `app`, without a server."""
+    sent = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    scope = {"type": "http", "method": method, "path": path, "headers": [], "query_string": b""}
+    await app({**scope, "http_version": "1.1", "scheme": "http", "root_path": ""}, receive, send)
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return sent[0]["status"], body
+
+
+def test_litserve_runs_decode_request_s_dependency_and_adds_routes_that_make_way():
+    app = ls.LitServer(TinyAPI(), accelerator="cpu", disable_openapi_url=True).app
+    assert asyncio.run(get(app, "POST", "/predict")) == (
+        418,
+        b'{"detail":"parsed in the HTTP process"}',
+    )
+    assert asyncio.run(get(app, "GET", "/")) == (200, b"litserve running")
+    assert asyncio.run(get(app, "GET", "/info"))[0] == 200
+    upstream.remove_litserve_routes(app, ("/", "/info"))
+    assert asyncio.run(get(app, "GET", "/"))[0] == asyncio.run(get(app, "GET", "/info"))[0] == 404
+    assert "/health" in {getattr(route, "path", None) for route in app.router.routes}
