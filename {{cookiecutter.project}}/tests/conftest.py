@@ -100,7 +100,7 @@ def start_cli(
 
 
 def copy_project(folder: Path) -> Path:
-    """A copy of the project's code, configs and scripts in `folder`, to add the user's files to."""
+    """A copy of the project's code, configs and scripts, to add the user's files to."""
     for name in ("src", "configs", "scripts", "train.py", "eval.py", "export.py", "predict.py"):
         source = ROOT / name
         if source.is_dir():
@@ -124,7 +124,9 @@ def unchanged_but(copy: Path, added: list[str]) -> bool:
         if path.is_file() and "__pycache__" not in path.parts
     ]
     extra = [name for name in names if digest(ROOT / name) is None]
-    changed = [name for name in names if name not in extra and digest(copy / name) != digest(ROOT / name)]
+    changed = [
+        name for name in names if name not in extra and digest(copy / name) != digest(ROOT / name)
+    ]
     return sorted(extra) == sorted(added) and not changed
 
 

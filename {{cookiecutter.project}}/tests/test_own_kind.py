@@ -105,7 +105,11 @@ num_features: null
 num_classes: null
 batch_size: 32
 """
-ADDED = [f"src/{PACKAGE}/kinds/points.py", f"src/{PACKAGE}/data/moons.py", "configs/data/moons.yaml"]
+ADDED = [
+    f"src/{PACKAGE}/kinds/points.py",
+    f"src/{PACKAGE}/data/moons.py",
+    "configs/data/moons.yaml",
+]
 
 
 @pytest.fixture(scope="module")

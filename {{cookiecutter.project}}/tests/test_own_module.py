@@ -1,6 +1,7 @@
 """A LightningModule of the user's own, written in the two files the README names, trains,
-evaluates, exports, predicts and serves on every data config without any other file changing; a checkpoint naming a module that no
-setting allows is refused in one line, and allowed by configuration, never by the checkpoint."""
+evaluates, exports, predicts and serves on every data config, with no other file changed; a
+checkpoint naming a module that no setting allows is refused in one line, and allowed by
+configuration, never by the checkpoint."""
 
 import json
 import shutil

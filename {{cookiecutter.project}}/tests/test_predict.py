@@ -213,9 +213,15 @@ def edited_export(exported_run, tmp_path, edit) -> Path:
     ("edit", "message"),
     [
         (lambda m: m.pop("target"), "manifest.json: target: Field required; export again"),
-        (lambda m: m.pop("preprocessing"), "manifest.json: preprocessing: Field required; export again"),
+        (
+            lambda m: m.pop("preprocessing"),
+            "manifest.json: preprocessing: Field required; export again",
+        ),
         (lambda m: m["input"].update(shape=["batch", 3, 8, 8]), "declares inputs of shape"),
-        (lambda m: m["target"]["class_names"].pop(), "describes a classification of 9 outputs, the model has 10"),
+        (
+            lambda m: m["target"]["class_names"].pop(),
+            "describes a classification of 9 outputs, the model has 10",
+        ),
         (
             lambda m: m["preprocessing"].update(std=[0.0]),
             "normalization std [0.0]; it must be positive",
