@@ -173,18 +173,21 @@ M = TypeVar("M", bound=Model)
 
 def validated(model: type[M], data: Any, source: str, advice: str = "") -> M:
     """`model` from `data`, or a UserError naming the first field that is missing or wrong."""
-    place: list[str] = []
     try:
         return model.model_validate(data)
     except UserError as error:  # a registry's: an unknown kind or task
         raise UserError(f"{source}: {error}{advice}") from None
     except PartInvalid as invalid:
-        place, error = [invalid.part], invalid.error
+        raise refusal(invalid.error, source, advice, invalid.part) from None
     except ValidationError as invalid:
-        error = invalid
+        raise refusal(invalid, source, advice) from None
+
+
+def refusal(error: ValidationError, source: str, advice: str, *place: str) -> UserError:
+    """One line naming the first field that is missing or wrong, where it sits."""
     first = error.errors()[0]
     where = ".".join([*place, *map(str, first["loc"])]) or "its contents"
-    raise UserError(f"{source}: {where}: {first['msg']}{advice}") from None
+    return UserError(f"{source}: {where}: {first['msg']}{advice}")
 
 
 def manifest_schema(manifest: Manifest) -> dict[str, Any]:
