@@ -8,6 +8,7 @@ the files it exported, and predict and serve read it back. This module knows no 
 task, and imports no torch.
 """
 
+import importlib
 import json
 from pathlib import Path
 from typing import Any, TypeVar
@@ -51,16 +52,16 @@ class Input(Model):
 def typed_parts(data: Any) -> Any:
     """Validates `preprocessing` and `target` with the models of the contract's input kind and
     task, found by name in their registries."""
-    from . import kinds, targets  # their plug-ins import this module
-
     if not isinstance(data, dict):
         return data
     data = dict(data)
-    for part, key, registry, name in (
-        ("preprocessing", "Preprocessing", kinds, field(data, "input", "kind")),
-        ("target", "Target", targets, field(data, "target", "task")),
+    for part, key, package, name in (
+        ("preprocessing", "Preprocessing", "kinds", field(data, "input", "kind")),
+        ("target", "Target", "targets", field(data, "target", "task")),
     ):
         if isinstance(name, str) and isinstance(data.get(part), dict):
+            # By name: the plug-ins build their models on this module's.
+            registry = importlib.import_module(f"{__package__}.{package}")
             try:
                 data[part] = getattr(registry.get(name), key).model_validate(data[part])
             except ValidationError as error:  # pydantic would drop the part from its place
