@@ -1,5 +1,6 @@
 """export.py's ONNX variants of each shipped network: model.int8.onnx, judged by the test metric,
-and model.optimized.onnx, checked element by element; predict runs each of them."""
+and model.optimized.onnx, checked element by element; predict runs each of them, and OpenVINO and
+onnx's reference evaluator each one whose manifest entry names them."""
 
 import hashlib
 import json
@@ -8,13 +9,19 @@ import re
 import shutil
 
 import numpy as np
+import onnx
+import openvino
 import pytest
 from conftest import FAST_LATENCY, compose_config, run_cli
+from onnx.reference import ReferenceEvaluator
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.contract import Manifest
 from {{ cookiecutter.package }}.export import onnx_int8
 from {{ cookiecutter.package }}.export.onnx_graph import fuse_transformer
+from {{ cookiecutter.package }}.inference import from_arrays
+from {{ cookiecutter.package }}.onnx_session import open_session, run
 from {{ cookiecutter.package }}.tasks.export import export
 from {{ cookiecutter.package }}.tasks.predict import predict
 from {{ cookiecutter.package }}.tasks.train import train
@@ -25,13 +32,22 @@ FILES = {
     "onnx_optimized": "model.optimized.onnx",
 }
 VARIANTS = {"onnx": "fp32", "onnx_int8": "int8", "onnx_optimized": "optimized"}
-# Each shipped network's training run (conftest.py), and how export quantizes it: statically
-# where the graph holds convolutions, dynamically where it holds linear layers only.
+# Each shipped network's training run (conftest.py), how export quantizes it (statically where
+# the graph holds convolutions, dynamically where it holds linear layers only) and the opset of
+# its INT8 file: the export's, 18, or 19 for QuantizeLinear and DequantizeLinear.
 NETS = {
-    "cnn": ("trained_run", "static"),
-    "mlp": ("mlp_run", "dynamic"),
-    "transformer": ("transformer_run", "dynamic"),
+    "cnn": ("trained_run", "static", 19),
+    "mlp": ("mlp_run", "dynamic", 18),
+    "transformer": ("transformer_run", "dynamic", 18),
 }
+# The operator domains each variant's file uses: ONNX's own, and in the optimized file
+# onnxruntime's own (FusedConv, FusedGemm, Attention, BiasGelu), which only it implements.
+DOMAINS = {
+    "onnx": {"ai.onnx": 18},
+    "onnx_int8": {"ai.onnx": 18},
+    "onnx_optimized": {"ai.onnx": 18, "com.microsoft": 1},
+}
+PORTABLE = ["onnxruntime", "openvino", "onnx.reference"]
 
 
 def read(path):
@@ -70,10 +86,52 @@ def check_report_and_manifest(net: str, folder) -> None:
         assert entry["sha256"] == hashlib.sha256(path.read_bytes()).hexdigest()
         assert entry["bytes"] == path.stat().st_size
         assert entry["variant"] == VARIANTS[name]
+        domains = DOMAINS[name] | ({"ai.onnx": NETS[net][2]} if name == "onnx_int8" else {})
+        assert entry["opset_domains"] == results[name]["opset_domains"] == domains
+        assert entry["runtimes"] == (PORTABLE if len(domains) == 1 else ["onnxruntime"])
+        # The file imports the domains its nodes use, and no other.
+        model = onnx.load(path)
+        imported = {opset.domain or "ai.onnx": opset.version for opset in model.opset_import}
+        assert imported == domains
+        assert {node.domain or "ai.onnx" for node in model.graph.node} == set(domains)
         assert entry["test_metric"] == results[name]["metric"]
         assert 0 < entry["test_metric"]["test/acc"] <= 1
         assert entry["max_abs_diff"] >= 0
         assert {"1", "64"} <= set(entry["latency_ms"])
+
+
+def in_openvino(path):
+    compiled = openvino.compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    return lambda inputs: compiled(inputs)[0]
+
+
+def in_reference_evaluator(path):
+    evaluator = ReferenceEvaluator(str(path))
+    return lambda inputs: evaluator.run(None, {"input": inputs})[0]
+
+
+OTHER_RUNTIMES = {"openvino": in_openvino, "onnx.reference": in_reference_evaluator}
+
+
+def check_each_variant_runs_in_the_runtimes_its_manifest_names(folder) -> None:
+    manifest = Manifest.read(folder / "manifest.json")
+    inputs = from_arrays(load_digits().images[:100], manifest, "digits")
+    for name, entry in manifest.formats.items():
+        path = folder / entry.file
+        expected = run(open_session(path), inputs)
+        assert entry.runtimes and entry.runtimes[0] == "onnxruntime"
+        for runtime in entry.runtimes[1:]:
+            outputs = OTHER_RUNTIMES[runtime](path)(inputs)
+            difference = np.abs(outputs - expected).max()
+            if name == "onnx_int8":
+                # Each runtime rounds 8-bit arithmetic its own way (OpenVINO and the reference
+                # evaluator agree to the bit here, onnxruntime's integer kernels differ): logits
+                # move by a fraction of their range, a class seldom.
+                assert difference <= 0.25 * np.abs(expected).max(), (name, runtime)
+                same = outputs.argmax(axis=1) == expected.argmax(axis=1)
+                assert same.mean() >= 0.95, (name, runtime)
+            else:
+                assert difference <= 1e-4, (name, runtime)
 
 
 def predict_in_process(model, inputs, variant, output_dir) -> list[dict]:
@@ -110,6 +168,7 @@ def check_each_variant_predicts_through_the_cli(folder, tmp_path) -> None:
 def test_each_network_exports_variants_that_pass_their_checks_and_predict(net, request, tmp_path):
     export_variants(request.getfixturevalue(NETS[net][0]), tmp_path / "export")
     check_report_and_manifest(net, tmp_path / "export")
+    check_each_variant_runs_in_the_runtimes_its_manifest_names(tmp_path / "export")
     check_each_variant_predicts_through_the_cli(tmp_path / "export", tmp_path)
 
 
@@ -175,11 +234,9 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     # One token per feature of the 10, and the CLS token: nothing in the fusion depends on it.
     fusion = results["onnx_optimized"]["optimization"]
     assert fusion["fused_patterns"] == {"Attention": 2, "LayerNormalization": 5, "Gelu": 2}
-    assert results["onnx_int8"]["quantization"]["quantized_operators"] == [
-        "MatMul",
-        "Gemm",
-        "Attention",
-    ]
+    # Unfused: a fused attention would be quantized into onnxruntime's own QAttention.
+    assert results["onnx_int8"]["quantization"]["quantized_operators"] == ["MatMul", "Gemm"]
+    assert results["onnx_int8"]["opset_domains"] == {"ai.onnx": 18}
     assert [record.getMessage() for record in caplog.records] == []
     printed = capsys.readouterr()
     assert printed.err == ""

@@ -109,7 +109,11 @@ class Contract(Model):
 
 
 class Artifact(Model):
-    """One exported file: its checksum and size, and how it measured against the model."""
+    """One exported file: its checksum and size, and how it measured against the model. An ONNX
+    file also says which variant it is, the operator domains it uses with their versions
+    (`{"ai.onnx": 18}`: ONNX's own operators only; `"com.microsoft"`: onnxruntime's own too)
+    and the runtimes that run it: onnxruntime, and where it holds ONNX's own operators only,
+    any other ONNX runtime, of which it names those the project's tests run it in."""
 
     file: str
     sha256: str
@@ -118,6 +122,8 @@ class Artifact(Model):
     max_abs_diff: float
     latency_ms: dict[str, float]
     variant: str | None = None
+    opset_domains: dict[str, int] | None = None
+    runtimes: list[str] | None = None
 
 
 class ManifestInput(Input):

@@ -1,9 +1,10 @@
-"""What the ONNX formats share: their runner, the operators a graph holds, the exporter's node
-metadata removed, onnxruntime's transformer fusion, and onnxruntime's tools kept quiet."""
+"""What the ONNX formats share: their runner, the operators a graph holds and the opset domains
+and runtimes they need, the exporter's node metadata removed, onnxruntime's transformer fusion,
+and onnxruntime's tools kept quiet."""
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -35,6 +36,15 @@ PATTERNS = {
 }
 
 
+# The domain of ONNX's own operators, as the specification names it ("" in a file): the only
+# one that every ONNX runtime implements.
+STANDARD = "ai.onnx"
+# Runtimes besides onnxruntime that run ONNX's own operators: OpenVINO, and onnx's reference
+# evaluator (`onnx.reference.ReferenceEvaluator`), which implements each operator as the
+# specification defines it.
+PORTABLE_RUNTIMES = ["openvino", "onnx.reference"]
+
+
 def runner(path: Path) -> Runner:
     # The same session, full graph optimization included, that predict.py serves with.
     session = open_session(path)
@@ -43,10 +53,53 @@ def runner(path: Path) -> Runner:
 
 def operators(path: Path) -> Counter:
     """How many nodes of each operator the main graph holds; contrib ones as com.microsoft.<op>."""
-    nodes = onnx.load(path, load_external_data=False).graph.node
+    graph = onnx.load(path, load_external_data=False).graph
     return Counter(
-        f"{node.domain}.{node.op_type}" if node.domain else node.op_type for node in nodes
+        f"{node.domain}.{node.op_type}" if node.domain else node.op_type for node in graph.node
     )
+
+
+def nodes(graph_nodes: Iterable[onnx.NodeProto]) -> Iterator[onnx.NodeProto]:
+    """Every node of a graph, those of its subgraphs (an If's branches, a Loop's body) too."""
+    for node in graph_nodes:
+        yield node
+        for attribute in node.attribute:
+            for graph in [attribute.g, *attribute.graphs]:
+                yield from nodes(graph.node)
+
+
+def used_domains(model: onnx.ModelProto) -> set[str]:
+    """The operator domains of every node, local functions' included; ONNX's own as "ai.onnx"
+    (its name in the specification; "" in a file), onnxruntime's as "com.microsoft"."""
+    graphs = [model.graph.node, *(function.node for function in model.functions)]
+    return {node.domain or STANDARD for graph in graphs for node in nodes(graph)}
+
+
+def opset_domains(path: Path) -> dict[str, int]:
+    """The operator domains the file's nodes use, with the version of each that it imports."""
+    model = onnx.load(path, load_external_data=False)
+    used = used_domains(model)
+    imported = {opset.domain or STANDARD: opset.version for opset in model.opset_import}
+    return {domain: version for domain, version in imported.items() if domain in used}
+
+
+def drop_unused_opsets(path: Path) -> None:
+    """Keeps only the opset imports that the file's nodes use: onnxruntime's tools import every
+    domain it knows (training, preview, its own layouts), which a runtime that lacks one may
+    refuse, although no operator needs it."""
+    model = onnx.load(path)
+    used = used_domains(model)
+    kept = [opset for opset in model.opset_import if (opset.domain or STANDARD) in used]
+    del model.opset_import[:]
+    model.opset_import.extend(kept)
+    onnx.save(model, path)
+
+
+def runtimes(domains: dict[str, int]) -> list[str]:
+    """The runtimes that run a file of these operator domains: onnxruntime, which export checks
+    every ONNX file in, and for ONNX's own operators alone any other ONNX runtime, among them
+    those the tests run each such file in."""
+    return ["onnxruntime", *(PORTABLE_RUNTIMES if set(domains) <= {STANDARD} else [])]
 
 
 def new_operators(before: Counter, after: Counter) -> dict[str, int]:

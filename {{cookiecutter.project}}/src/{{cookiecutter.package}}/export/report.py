@@ -10,6 +10,7 @@ from ..console import format_table
 from ..contract import Artifact, Contract, Manifest, ManifestInput
 from ..files import sha256
 from ..onnx_session import INPUT_NAME, OUTPUT_NAME, VARIANTS
+from .onnx_graph import opset_domains, runtimes
 
 FORMAT_VARIANTS = {name: variant for variant, name in VARIANTS.items()}
 # The JSON Schema of manifest.json, written beside it.
@@ -23,8 +24,9 @@ def worst_diff(result: dict) -> float:
 
 
 def describe(path: Path, result: dict) -> Artifact:
-    """A format's entry in manifest.json: its file, checksum and size, the ONNX variant it is,
-    and how it measured: the test metric, its largest difference to eager, its latency."""
+    """A format's entry in manifest.json: its file, checksum and size, the ONNX variant it is
+    with the opset domains and runtimes it needs, and how it measured: the test metric, its
+    largest difference to eager, its latency."""
     return Artifact(
         file=path.name,
         sha256=sha256(path),
@@ -33,6 +35,8 @@ def describe(path: Path, result: dict) -> Artifact:
         max_abs_diff=worst_diff(result),
         latency_ms=result["latency_ms"],
         variant=result.get("variant"),
+        opset_domains=result.get("opset_domains"),
+        runtimes=result.get("runtimes"),
     )
 
 
@@ -67,13 +71,19 @@ def manifest(
 
 
 def facts(name: str, path: Path, results: dict[str, dict]) -> dict:
-    """What the report says of a format besides its measurements: its file's size, the ONNX
-    variant it is, and for one judged by the metric, the points of it that it loses against
-    model.onnx (hundredths of the metric: 0.5 is half a percentage point of accuracy, or 0.005
-    of R²; negative when it gains)."""
-    about = {"bytes": path.stat().st_size}
+    """What the report says of a format besides its measurements: its file's size; for an ONNX
+    variant, which it is, the operator domains its file uses (with their versions) and the
+    runtimes that run them; and for one judged by the metric, the points of it that it loses
+    against model.onnx (hundredths of the metric: 0.5 is half a percentage point of accuracy, or
+    0.005 of R²; negative when it gains)."""
+    about: dict = {"bytes": path.stat().st_size}
     if name in FORMAT_VARIANTS:
-        about["variant"] = FORMAT_VARIANTS[name]
+        domains = opset_domains(path)
+        about |= {
+            "variant": FORMAT_VARIANTS[name],
+            "opset_domains": domains,
+            "runtimes": runtimes(domains),
+        }
     if name in BY_METRIC:
         ((metric, fp32),) = results["onnx"]["metric"].items()
         about["metric_drop"] = 100 * (fp32 - results[name]["metric"][metric])

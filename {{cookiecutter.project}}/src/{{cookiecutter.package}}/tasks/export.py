@@ -52,7 +52,7 @@ def savers(
         ),
         "torchscript": partial(torchscript.save, net, example, method=options.torchscript_method),
         "torch_export": partial(torch_export.save, net, example, dynamic_shapes=dynamic_shapes),
-        "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration, attention=attention),
+        "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration),
         "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
     }
 
