@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import torch
-from conftest import QUIET, ROOT, compose_config, error_lines, run_cli
+from conftest import CONFIGS, QUIET, ROOT, compose_config, error_lines, run_cli
 
 from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
@@ -81,7 +81,7 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
         (
             "data=bogus",
             "error: In 'train': Could not find 'data/bogus'; available options in 'data': "
-            "digits, images, table",
+            + ", ".join(sorted(path.stem for path in (CONFIGS / "data").glob("*.yaml"))),
         ),
         ("data.batch_size=[1", "error: no viable alternative at input '[1'; see https://"),
     ],

@@ -4,7 +4,7 @@ accept, and one clear line for each mistake."""
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, run_cli
+from conftest import compose_config, contract_of, run_cli
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -64,7 +64,7 @@ def test_every_common_format_and_mode_is_read_and_other_files_are_ignored(tmp_pa
         )
         files = [f for split in datamodule.splits.values() for f in split.files]
         assert sorted(f.suffix.lower()[1:] for f in files) == sorted(2 * list(formats))
-        assert datamodule.contract["input"]["shape"] == [channels, 8, 8]
+        assert contract_of(datamodule)["input"]["shape"] == [channels, 8, 8]
         assert (cfg.data.num_classes, cfg.data.num_features) == (2, channels * 64)
         assert datamodule.splits["train"][0][0].shape == (channels, 8, 8)
 
@@ -77,13 +77,13 @@ def test_train_val_test_folders_are_used_as_given(tmp_path):
     for split, count in (("train", 6), ("val", 3), ("test", 2)):
         files = datamodule.splits[split].files
         assert len(files) == 2 * count and {f.parents[1].name for f in files} == {split}
-    assert datamodule.contract["target"]["class_names"] == ["cat", "dog"]
+    assert contract_of(datamodule)["target"]["class_names"] == ["cat", "dog"]
 
 
 def test_an_image_from_bytes_is_the_image_from_its_file(tmp_path):
     root = image_folder(tmp_path / "images")
     datamodule, _ = build_images(tmp_path, root)
-    preprocessing = datamodule.contract["preprocessing"]
+    preprocessing = contract_of(datamodule)["preprocessing"]
     path = image(tmp_path / "photo.jpg", (40, 25), (10, 200, 120))
     from_bytes = decode_image(path.read_bytes(), preprocessing)
     np.testing.assert_array_equal(from_bytes, decode_image(path, preprocessing))
@@ -166,7 +166,7 @@ def test_folders_named_by_numbers_are_a_regression_target(tmp_path):
             image(root / value / f"{index}.png", colour=(20 * index, 90, 30))
     regression = ["data.task=regression", "data.units=years", "model=regressor"]
     datamodule, cfg = build_images(tmp_path, root, *regression)
-    target = datamodule.contract["target"]
+    target = contract_of(datamodule)["target"]
     train = datamodule.indices["train"]
     values = np.repeat([1.0, 10.0, 2.5], 8)  # folders in sorted order: 1, 10, 2.5
     assert target["task"] == "regression" and target["units"] == "years"
@@ -233,9 +233,9 @@ def build_table(tmp_path, path, *overrides, target="kind"):
 def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
     csv, _ = build_table(tmp_path, table(tmp_path))
     parquet, cfg = build_table(tmp_path, table(tmp_path, "data.parquet"))
-    assert csv.contract == parquet.contract
+    assert contract_of(csv) == contract_of(parquet)
     assert csv.splits["train"].inputs.equal(parquet.splits["train"].inputs)
-    preprocessing = csv.contract["preprocessing"]
+    preprocessing = contract_of(csv)["preprocessing"]
     assert preprocessing["features"] == [
         "size",
         "colour=blue",
@@ -243,7 +243,7 @@ def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
         "colour=red",
         "colour=<unknown>",
     ]
-    assert csv.contract["target"] == {
+    assert contract_of(csv)["target"] == {
         "task": "classification",
         "name": "kind",
         "class_names": ["a", "b"],
@@ -256,7 +256,7 @@ def test_rows_are_encoded_by_column_name_with_training_statistics(tmp_path):
     datamodule, _ = build_table(
         tmp_path, table(tmp_path, code=[1, 2, 3, 4] * 10), "data.categorical=[code]"
     )
-    preprocessing = datamodule.contract["preprocessing"]
+    preprocessing = contract_of(datamodule)["preprocessing"]
     size, colour, code = preprocessing["columns"]
     assert code["vocabulary"] == ["1", "2", "3", "4"]
     rows = pd.DataFrame(
@@ -284,7 +284,7 @@ def test_rows_are_encoded_by_column_name_with_training_statistics(tmp_path):
 def test_an_integer_target_with_few_values_is_classification(tmp_path):
     path = table(tmp_path, label=[3, 1, 2, 1] * 10)
     datamodule, _ = build_table(tmp_path, path, "data.features=[size,colour]", target="label")
-    assert datamodule.contract["target"]["class_names"] == ["1", "2", "3"]
+    assert contract_of(datamodule)["target"]["class_names"] == ["1", "2", "3"]
     labels = pd.read_csv(path)["label"].to_numpy()
     assert (
         datamodule.splits["val"].targets.numpy() == labels[datamodule.indices["val"]] - 1
@@ -345,7 +345,7 @@ def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_
     prices = np.linspace(1, 9, 40)
     path = table(tmp_path, "data.parquet", price=prices, n=list(range(40)))
     datamodule, _ = build_table(tmp_path, path, "data.units=EUR", target="price")
-    target = datamodule.contract["target"]
+    target = contract_of(datamodule)["target"]
     train = prices[datamodule.indices["train"]]
     assert target == {
         "task": "regression",
@@ -358,9 +358,10 @@ def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_
         (train - train.mean()) / train.std(), abs=1e-6
     )
     # 40 distinct integers are a number too, unless they are named class labels.
-    assert build_table(tmp_path, path, target="n")[0].contract["target"]["task"] == "regression"
+    numbers, _ = build_table(tmp_path, path, target="n")
+    assert contract_of(numbers)["target"]["task"] == "regression"
     labels, _ = build_table(tmp_path, path, "data.task=classification", target="n")
-    assert labels.contract["target"]["class_names"][:3] == ["0", "1", "2"]
+    assert contract_of(labels)["target"]["class_names"][:3] == ["0", "1", "2"]
 
 
 def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
@@ -376,7 +377,8 @@ def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
 def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
     path = table(tmp_path, age=["12", "about 12"] * 20)
     datamodule, _ = build_table(tmp_path, path, "data.categorical=[age]")
-    assert datamodule.contract["preprocessing"]["columns"][-1]["vocabulary"] == ["12", "about 12"]
+    column = contract_of(datamodule)["preprocessing"]["columns"][-1]
+    assert column["vocabulary"] == ["12", "about 12"]
 
 
 @pytest.mark.parametrize(
