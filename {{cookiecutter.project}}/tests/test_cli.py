@@ -213,8 +213,14 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
             f"cannot write to {run_dir}: File too large; {cannot_write}",
         ),
         # The checkpoint is the first file larger than this: the run trains until it saves one.
+        # No loader workers: the limit holds for the shared memory that hands over their batches.
         "full at checkpoint": (
-            [f"hydra.run.dir={run_dir}", "trainer.max_epochs=1", "+trainer.limit_train_batches=2"],
+            [
+                f"hydra.run.dir={run_dir}",
+                "trainer.max_epochs=1",
+                "+trainer.limit_train_batches=2",
+                "data.num_workers=0",
+            ],
             {"preexec_fn": limit_file_size(100_000)},
             f"cannot write to {run_dir}: File too large; {cannot_write}",
         ),

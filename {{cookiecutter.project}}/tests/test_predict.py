@@ -46,7 +46,7 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, samples, tmp_
     predictions = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]
     count = len(samples["classes"])
     assert [p["index"] for p in predictions] == list(range(count))
-    # From the raw samples, what the trained model itself answers for them in training.
+    # From the raw samples, what the trained model itself (torch, eager) answers for them.
     assert [p["class"] for p in predictions] == samples["classes"]
     assert f"{samples['path'].name}[{count - 1}]" in result.stdout  # the printed table
 
