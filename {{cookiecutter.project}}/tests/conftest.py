@@ -1,6 +1,12 @@
 """Test helpers: compose the configs users run, train once per session, call the CLI, write
-the example data."""
+the example data.
 
+The framework tests run on the data that configs/train.yaml names (the digits as shipped, or
+your own): what they need to know about it (shapes, classes, samples) comes from the datamodule
+through the helpers here. Tests of what only a known image dataset shows pass DIGITS.
+"""
+
+import functools
 import hashlib
 import json
 import os
@@ -11,11 +17,13 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
+from sklearn.datasets import load_digits
 
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
@@ -34,12 +42,18 @@ TINY = [
     "+trainer.limit_val_batches=2",
     "test=false",
 ]
+# Small batches, for tests that count training steps: a small table (a few hundred rows) still
+# has as many batches an epoch as they let it train.
+SMALL_BATCHES = ["data.batch_size=8"]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 # What eval and export may rebuild from a checkpoint, as users have it.
 ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
 # The data configs that ship with the project, tested on the example data of scripts/.
 SHIPPED_DATA = ["digits", "images", "table"]
+# For tests of what needs a known image dataset (greyscale PNG files, 8x8 request bodies): the
+# example digits, whatever configs/train.yaml names.
+DIGITS = ["data=digits"]
 
 
 def pytest_addoption(parser):
@@ -75,6 +89,110 @@ def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True
         cfg.paths.output_dir = str(output_dir)
         del cfg.hydra
     return cfg
+
+
+@functools.cache
+def default_data() -> str:
+    """The data config that configs/train.yaml names: digits as shipped, or your own."""
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        cfg = compose("train", return_hydra_config=True)
+    return cfg.hydra.runtime.choices.data
+
+
+def contract_of(datamodule) -> dict:
+    """The data contract a set-up datamodule declares, in its JSON form: the one place the tests
+    read it from a datamodule."""
+    return datamodule.contract.to_dict()
+
+
+def class_names(datamodule) -> list[str]:
+    return contract_of(datamodule)["target"]["class_names"]
+
+
+def raw_samples(datamodule, split: str, positions) -> tuple[np.ndarray | pd.DataFrame, list[str]]:
+    """Samples of a split as a user holds them, before any preprocessing: raw images (N, C, H,
+    W) in the contract's value range, or the table's rows (every column but the target); and
+    their labels as the contract names them (class names, or the target's values as text)."""
+    from {{ cookiecutter.package }}.data import DigitsDataModule
+    from {{ cookiecutter.package }}.data.images import ImageFiles
+    from {{ cookiecutter.package }}.kinds.image import image_values, open_image
+    from {{ cookiecutter.package }}.kinds.table import read_table
+
+    contract, dataset = contract_of(datamodule), datamodule.splits[split]
+    preprocessing, names = contract["preprocessing"], contract["target"].get("class_names")
+    positions = list(positions)
+    if isinstance(dataset, ImageFiles):
+        files = [dataset.files[p] for p in positions]
+        images = [open_image(file, preprocessing["channels"]) for file in files]
+        size, values = preprocessing["image_size"], preprocessing["value_range"]
+        raw = np.stack([image_values(image, size, values) for image in images])
+        return raw, [file.parent.name for file in files]
+    rows = datamodule.indices[split][positions]
+    if contract["input"]["kind"] == "table":
+        table = read_table(datamodule.hparams.path).iloc[rows]
+        target = datamodule.hparams.target
+        return table.drop(columns=target), table[target].astype(str).tolist()
+    if isinstance(datamodule, DigitsDataModule):
+        digits = load_digits()
+        labels = digits.target[rows]
+        return digits.images[rows][:, None].astype(np.float32), (
+            [names[label] for label in labels] if names else [str(label) for label in labels]
+        )
+    pytest.fail(f"no raw source known for {type(datamodule).__name__}: add one to raw_samples()")
+
+
+def write_inputs(datamodule, folder: Path, count: int = 40, split: str = "test"):
+    """The first `count` samples of a split (or all, if fewer) written for predict.py as a user
+    would: a .npy file of raw images or a .csv file of table rows. The file, and the labels."""
+    raw, labels = raw_samples(datamodule, split, range(min(count, len(datamodule.splits[split]))))
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(raw, pd.DataFrame):
+        path = folder / "samples.csv"
+        raw.to_csv(path, index=False)
+    else:
+        path = folder / "samples.npy"
+        np.save(path, raw)
+    return path, labels
+
+
+def default_datamodule(output_dir: Path, overrides=()):
+    """The datamodule of `python train.py <overrides>`, set up."""
+    from {{ cookiecutter.package }}.builders import build_datamodule
+
+    return build_datamodule(compose_config("train", output_dir, overrides))
+
+
+def majority_share(datamodule, split: str = "test") -> float:
+    """The accuracy of always answering a split's most frequent class: the most a model that
+    learned nothing reaches."""
+    dataset = datamodule.splits[split]  # in memory, or image files with their labels
+    labels = np.asarray(dataset.targets if hasattr(dataset, "targets") else dataset.labels)
+    return np.bincount(labels).max() / len(labels)
+
+
+def trained_data(run: Path):
+    """The model of a training run's best checkpoint, in eval mode, and its data, set up as the
+    run prepared it."""
+    from {{ cookiecutter.package }}.builders import build_trained
+
+    model, datamodule = build_trained(str(run / "checkpoints" / "best.ckpt"), ALLOWED)
+    datamodule.setup()
+    return model, datamodule
+
+
+def eager_classes(model, datamodule, count: int, split: str = "test") -> list[str]:
+    """The class names the trained model itself (torch, eager) gives the first `count` samples of
+    a split: what predict and serve must answer for the same raw inputs."""
+    import torch
+
+    indices = []
+    with torch.inference_mode():
+        for inputs, _ in datamodule.loader(split, as_evaluated=True):
+            indices += model(inputs).argmax(-1).tolist()
+            if len(indices) >= count:
+                break
+    indices = indices[:count]
+    return [class_names(datamodule)[index] for index in indices]
 
 
 def start_cli(
@@ -213,36 +331,61 @@ def trained_run(tmp_path_factory) -> Path:
     return output_dir
 
 
-@pytest.fixture(scope="session")
-def exported_run(trained_run, tmp_path_factory) -> Path:
-    """Every export format of the trained run's best checkpoint, shared by read-only tests."""
+def export_run(run: Path, output_dir: Path) -> Path:
+    """Every export format of a training run's best checkpoint."""
     from {{ cookiecutter.package }}.tasks.export import export
 
-    output_dir = tmp_path_factory.mktemp("exported")
-    best = trained_run / "checkpoints" / "best.ckpt"
+    best = run / "checkpoints" / "best.ckpt"
     export(compose_config("export", output_dir, [f"ckpt_path={best}", *FAST_LATENCY], quiet=False))
     return output_dir
 
 
-def train_briefly(tmp_path_factory, name: str, overrides: list[str]) -> Path:
-    """A real training run of a few epochs, for tests of what its model exports."""
-    from {{ cookiecutter.package }}.tasks.train import train
-
-    output_dir = tmp_path_factory.mktemp(name)
-    train(compose_config("train", output_dir, [*overrides, "trainer.max_epochs=3"]))
-    return output_dir
+@pytest.fixture(scope="session")
+def exported_run(trained_run, tmp_path_factory) -> Path:
+    """Every export format of the trained run's best checkpoint, shared by read-only tests."""
+    return export_run(trained_run, tmp_path_factory.mktemp("exported"))
 
 
 @pytest.fixture(scope="session")
+def digits_run(request, tmp_path_factory) -> Path:
+    """The default model trained on the digits: the trained run itself where they are the
+    default data."""
+    if default_data() == "digits":
+        return request.getfixturevalue("trained_run")
+    return train_briefly(tmp_path_factory, "digits", DIGITS, epochs=None)
+
+
+@pytest.fixture(scope="session")
+def digits_export(request, digits_run, tmp_path_factory) -> Path:
+    """Every export format of `digits_run`."""
+    if default_data() == "digits":
+        return request.getfixturevalue("exported_run")
+    return export_run(digits_run, tmp_path_factory.mktemp("digits_exported"))
+
+
+def train_briefly(tmp_path_factory, name: str, overrides: list[str], epochs=3) -> Path:
+    """A real training run of a few epochs (None: as configured), for tests of what its model
+    exports."""
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    output_dir = tmp_path_factory.mktemp(name)
+    overrides = [*overrides, *([f"trainer.max_epochs={epochs}"] if epochs else [])]
+    train(compose_config("train", output_dir, overrides))
+    return output_dir
+
+
+# Each shipped network on the digits: the CNN needs images, and these runs show how export
+# quantizes and fuses each network on the same known images.
+@pytest.fixture(scope="session")
 def mlp_run(tmp_path_factory) -> Path:
     """The MLP on the digits, trained briefly."""
-    return train_briefly(tmp_path_factory, "mlp", ["model/net=mlp"])
+    return train_briefly(tmp_path_factory, "mlp", [*DIGITS, "model/net=mlp"])
 
 
 @pytest.fixture(scope="session")
 def transformer_run(tmp_path_factory) -> Path:
     """The vision transformer on the digits, trained briefly."""
-    return train_briefly(tmp_path_factory, "transformer", ["model/net=transformer"])
+    return train_briefly(tmp_path_factory, "transformer", [*DIGITS, "model/net=transformer"])
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Test-only callbacks, used in process or passed to the real CLI as
-`+callbacks.<name>._target_=probes.<Class>` with this folder on PYTHONPATH, and a network
+`+callbacks.<name>._target_=probes.<Class>` with this folder on PYTHONPATH, and networks
 defined outside the project."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytorch_lightning as pl
 import torch
 
-from {{ cookiecutter.package }}.models import SmallCNN
+from {{ cookiecutter.package }} import models
 
 
 class RankRecorder(pl.Callback):
@@ -64,8 +64,17 @@ class PoisonWeights(pl.Callback):
                 next(pl_module.parameters()).fill_(float("nan"))
 
 
-class SameCNN(SmallCNN):
-    """The example network under a name outside the project: a user's own network."""
+# The shipped networks under their own names, in a module outside the project: a user's own.
+class SmallCNN(models.SmallCNN):
+    pass
+
+
+class MLP(models.MLP):
+    pass
+
+
+class Transformer(models.Transformer):
+    pass
 
 
 class ModeProbe(pl.Callback):

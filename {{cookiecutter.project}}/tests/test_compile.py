@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import ALLOWED, compose_config
+from conftest import ALLOWED, class_names, compose_config
 
 from {{ cookiecutter.package }}.builders import (
     build_datamodule,
@@ -28,16 +28,20 @@ def test_compiled_training_saves_the_same_keys_and_reloads_eagerly(tmp_path):
         "+trainer.limit_val_batches=2",
     ]
     cfg = compose_config("train", tmp_path, [*short, "model.compile=true"])
+    datamodule = build_datamodule(cfg)  # first: the model is built for the data's shapes
     model = build_model(cfg)
     calls = record_compiling(model)
-    build_trainer(cfg).fit(model, datamodule=build_datamodule(cfg))
+    build_trainer(cfg).fit(model, datamodule=datamodule)
     assert any(calls)
 
     best = tmp_path / "checkpoints" / "best.ckpt"
-    eager = build_model(compose_config("train", tmp_path / "eager"))
+    eager_cfg = compose_config("train", tmp_path / "eager")
+    build_datamodule(eager_cfg)
+    eager = build_model(eager_cfg)
     assert load_checkpoint(best)["state_dict"].keys() == eager.state_dict().keys()
     # What eval and export do: rebuilt from the checkpoint, eager.
     reloaded = build_trained(best, ALLOWED)[0]
     calls = record_compiling(reloaded)
-    assert reloaded(torch.zeros(2, 1, 8, 8)).shape == (2, 10)
+    inputs = next(iter(datamodule.val_dataloader()))[0][:2]
+    assert reloaded(inputs).shape == (2, len(class_names(datamodule)))
     assert calls == [False]

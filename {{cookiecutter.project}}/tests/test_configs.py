@@ -4,7 +4,14 @@ import re
 
 import pytest
 import torch
-from conftest import CONFIGS, compose_config, example_overrides
+from conftest import (
+    CONFIGS,
+    DIGITS,
+    SHIPPED_DATA,
+    class_names,
+    compose_config,
+    example_overrides,
+)
 from hydra.utils import instantiate
 
 from {{ cookiecutter.package }}.builders import (
@@ -39,10 +46,11 @@ CASES = [(group, option) for group in GROUPS for option in options(group)]
 @pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
 def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, request):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    # A data option reads the example data; the others train on the digits.
+    # A shipped data option reads the example data (one of your own, its own); the others build
+    # on the default data.
     data = (
         example_overrides(option, request.getfixturevalue("example_data"))
-        if group == "data"
+        if group == "data" and option in SHIPPED_DATA
         else []
     )
     cfg = compose_config("train", tmp_path, [f"{group}={option}", *data], quiet=False)
@@ -74,6 +82,7 @@ def test_eval_config_composes(tmp_path):
 
 def test_mlp_is_selectable(tmp_path):
     cfg = compose_config("train", tmp_path, ["model/net=mlp"])
+    build_datamodule(cfg)  # the shapes the network is built for
     assert type(build_model(cfg).net).__name__ == "MLP"
 
 
@@ -84,14 +93,20 @@ def test_the_default_trainer_declares_strategy_and_num_nodes(tmp_path):
     assert (trainer.strategy, trainer.devices, trainer.num_nodes) == ("ddp", 2, 1)
 
 
+# A network's settings, and the data config's keys they are read from.
+SHAPES = {"in_channels": "channels", "image_size": "image_size", "in_features": "num_features"}
+
+
 def test_network_shapes_come_from_the_data_config(tmp_path):
-    cfg = compose_config("train", tmp_path)
-    assert cfg.model.nets.image.in_channels == cfg.data.channels
-    assert cfg.model.nets.image.image_size == cfg.data.image_size
-    assert cfg.model.num_classes == cfg.data.num_classes
-    assert cfg.model.nets.table.in_features == cfg.data.num_features
-    mlp = compose_config("train", tmp_path, ["model/net=mlp"]).model.net
-    assert mlp.in_features == cfg.data.num_features
+    for overrides in ([], ["model/net=mlp"]):  # the data kind's network, and the MLP
+        cfg = compose_config("train", tmp_path, overrides)
+        datamodule = build_datamodule(cfg)  # the data's shapes, into cfg.data
+        build_model(cfg, datamodule)  # the network chosen for the data, into cfg.model.net
+        net = cfg.model.net
+        shapes = {key: net[key] for key in SHAPES if key in net}
+        assert shapes and shapes == {key: cfg.data[SHAPES[key]] for key in shapes}
+        assert None not in shapes.values()
+        assert cfg.model.num_classes == cfg.data.num_classes == len(class_names(datamodule))
 
 
 @pytest.mark.parametrize(
@@ -140,7 +155,8 @@ def test_the_transformer_is_built_for_the_data(data, tokens, example_data, tmp_p
     ],
 )
 def test_transformer_settings_that_cannot_work_are_one_line(override, message, tmp_path):
-    cfg = compose_config("train", tmp_path, ["model/net=transformer", override])
+    # The digits' 8x8 images, which a grid of 3 does not divide.
+    cfg = compose_config("train", tmp_path, [*DIGITS, "model/net=transformer", override])
     with pytest.raises(UserError, match="^" + re.escape(message)):
         build_model(cfg)
 

@@ -4,7 +4,7 @@ accept, and one clear line for each mistake."""
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, run_cli
+from conftest import compose_config, contract_of, run_cli
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -260,7 +260,7 @@ def build_table(tmp_path, path, *overrides, target="kind"):
 def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
     csv, _ = build_table(tmp_path, table(tmp_path))
     parquet, cfg = build_table(tmp_path, table(tmp_path, "data.parquet"))
-    assert csv.contract == parquet.contract
+    assert contract_of(csv) == contract_of(parquet)
     assert csv.splits["train"].inputs.equal(parquet.splits["train"].inputs)
     preprocessing = csv.contract.preprocessing.to_dict()
     assert preprocessing["features"] == [

@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import FEW_BATCHES, compose_config
+from conftest import FEW_BATCHES, SMALL_BATCHES, compose_config
 
 from {{ cookiecutter.package }}.tasks.train import train
 
@@ -18,7 +18,8 @@ def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
 
 
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
-    train(compose_config("train", tmp_path, ["debug=profiler_torch", *FEW_BATCHES, "test=false"]))
+    overrides = ["debug=profiler_torch", *FEW_BATCHES, *SMALL_BATCHES, "test=false"]
+    train(compose_config("train", tmp_path, overrides))
     (trace,) = (tmp_path / "profiler").glob("*training_step*.pt.trace.json")
     assert json.loads(trace.read_text())["traceEvents"]
     assert (tmp_path / "profiler" / "fit-profile.txt").is_file()

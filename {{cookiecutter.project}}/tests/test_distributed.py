@@ -24,9 +24,10 @@ from hydra.utils import instantiate
 from {{ cookiecutter.package }}.builders import build_datamodule, build_trained, build_trainer
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 
-# 1,420 train samples: an even number, so the two training shards need no padding and must be
-# disjoint. 189 validation samples: odd, so padded evaluation shards would count one twice.
-SPLITS = ["data.val_fraction=0.105", "data.test_fraction=0.1046"]
+# The digits, split into 1,420 train samples: an even number, so the two training shards need no
+# padding and must be disjoint; and 189 validation samples: odd, so padded evaluation shards
+# would count one twice. RankRecorder knows a sample by its unique image.
+SPLITS = ["data=digits", "data.val_fraction=0.105", "data.test_fraction=0.1046"]
 TRAIN_SIZE = 1420
 TORCHRUN = ("-m", "torch.distributed.run", "--nproc_per_node=2")
 # The tests folder on the path, for the probes passed as extra callbacks.

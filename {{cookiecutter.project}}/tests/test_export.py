@@ -15,10 +15,19 @@ import onnx
 import onnxruntime
 import pytest
 import torch
-from conftest import ALLOWED, FAST_LATENCY, ROOT, compose_config, kept_in_log, run_cli
+from conftest import (
+    ALLOWED,
+    FAST_LATENCY,
+    ROOT,
+    compose_config,
+    contract_of,
+    default_datamodule,
+    kept_in_log,
+    run_cli,
+    write_inputs,
+)
 
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.data import DigitsDataModule
 from {{ cookiecutter.package }}.files import staged
 from {{ cookiecutter.package }}.options import ExportOptions, validated
 from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
@@ -31,25 +40,20 @@ def read(path):
     return json.loads(path.read_text())
 
 
-def test_manifest_describes_the_input_and_checksums_every_file(exported_run):
+def test_manifest_describes_the_input_and_checksums_every_file(exported_run, tmp_path):
     manifest = read(exported_run / "manifest.json")
     assert {name: entry["file"] for name, entry in manifest["formats"].items()} == FILES
     for entry in manifest["formats"].values():
         digest = hashlib.sha256((exported_run / entry["file"]).read_bytes()).hexdigest()
         assert entry["sha256"] == digest
-    assert manifest["input"] == {
-        "name": "input",
-        "kind": "image",
-        "shape": ["batch", 1, 8, 8],
-        "dtype": "float32",
-    }
-    # The data contract of training, as the datamodule declares it.
-    datamodule = DigitsDataModule()
-    datamodule.setup()
-    assert manifest["preprocessing"] == datamodule.contract.preprocessing.to_dict()
-    assert manifest["preprocessing"]["value_range"] == [0, 16]
-    assert manifest["task"] == "classification"
-    assert manifest["target"]["class_names"] == [str(digit) for digit in range(10)]
+    # The data contract of training, as a datamodule of the default data declares it afresh.
+    contract = contract_of(default_datamodule(tmp_path))
+    shape = contract["input"]["shape"]
+    assert manifest["input"] == {"name": "input", **contract["input"], "shape": ["batch", *shape]}
+    assert manifest["input"]["dtype"] == "float32"
+    assert manifest["preprocessing"] == contract["preprocessing"]
+    assert manifest["task"] == contract["target"]["task"] == "classification"
+    assert manifest["target"]["class_names"] == contract["target"]["class_names"]
     assert manifest["opset"] == 18
     assert manifest["versions"]["torch"] == torch.__version__
     assert not list(exported_run.glob(".*partial*"))  # nothing half-written left behind
@@ -198,8 +202,8 @@ def checksums(folder) -> dict[str, str]:
 
 def predicts(export_dir, tmp_path) -> bool:
     """Whether predict runs on the export (it checks the manifest's checksums first)."""
-    np.save(tmp_path / "zeros.npy", np.zeros((2, 8, 8), dtype=np.float32))
-    overrides = [f"model_path={export_dir}", f"input={tmp_path / 'zeros.npy'}"]
+    inputs, _ = write_inputs(default_datamodule(tmp_path / "data"), tmp_path / "inputs", count=2)
+    overrides = [f"model_path={export_dir}", f"input={inputs}"]
     return (
         len(predict(compose_config("predict", tmp_path / "predict", overrides, quiet=False))) == 2
     )

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 import openvino
 import pytest
-from conftest import FAST_LATENCY, compose_config, run_cli
+from conftest import DIGITS, FAST_LATENCY, compose_config, run_cli
 from onnx.reference import ReferenceEvaluator
 from sklearn.datasets import load_digits
 
@@ -32,11 +32,11 @@ FILES = {
     "onnx_optimized": "model.optimized.onnx",
 }
 VARIANTS = {"onnx": "fp32", "onnx_int8": "int8", "onnx_optimized": "optimized"}
-# Each shipped network's training run (conftest.py), how export quantizes it (statically where
+# Each shipped network's training run on the digits (conftest.py), how export quantizes it (statically where
 # the graph holds convolutions, dynamically where it holds linear layers only) and the opset of
 # its INT8 file: the export's, 18, or 19 for QuantizeLinear and DequantizeLinear.
 NETS = {
-    "cnn": ("trained_run", "static", 19),
+    "cnn": ("digits_run", "static", 19),
     "mlp": ("mlp_run", "dynamic", 18),
     "transformer": ("transformer_run", "dynamic", 18),
 }
@@ -173,7 +173,8 @@ def test_each_network_exports_variants_that_pass_their_checks_and_predict(net, r
 
 
 def test_a_pattern_that_does_not_fuse_is_named_with_the_reason(exported_run, tmp_path):
-    # The CNN holds no attention, LayerNorm or GELU for the transformer optimizer to fuse.
+    # The default network (the CNN or the MLP) holds no attention, LayerNorm or GELU for the
+    # transformer optimizer to fuse.
     fusion = fuse_transformer(exported_run / "model.onnx", tmp_path / "fused.onnx", 4, 64)
     assert fusion["fused_patterns"] == {"Attention": 0, "LayerNormalization": 0, "Gelu": 0}
     assert set(fusion["not_fused"]) == set(fusion["fused_patterns"])
@@ -188,11 +189,12 @@ def checksums(folder) -> dict[str, str]:
     }
 
 
+# The CNN on the digits: static quantization, the kind that calibrates on samples.
 def test_a_quantization_that_loses_too_much_fails_in_one_line_and_keeps_the_earlier_export(
-    exported_run, trained_run, tmp_path, monkeypatch
+    digits_export, digits_run, tmp_path, monkeypatch
 ):
     export_dir = tmp_path / "export"
-    shutil.copytree(exported_run, export_dir)
+    shutil.copytree(digits_export, export_dir)
     before = checksums(export_dir)
     calibrate = onnx_int8.Samples
     # Activation ranges measured on inputs a hundred times too small, as a broken pipeline
@@ -203,7 +205,7 @@ def test_a_quantization_that_loses_too_much_fails_in_one_line_and_keeps_the_earl
         r"max_metric_drop=0\.5\); the earlier export in .* is unchanged"
     )
     with pytest.raises(UserError, match=expected) as error:
-        export_variants(trained_run, tmp_path / "run", f"output_dir={export_dir}")
+        export_variants(digits_run, tmp_path / "run", f"output_dir={export_dir}")
     assert "\n" not in str(error.value)
     assert checksums(export_dir) == before
     report = read(export_dir.with_name("export.staging") / "report.json")
@@ -248,6 +250,7 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
 
 def test_the_vision_transformer_regresses_the_digits_value_and_predicts_numbers(tmp_path):
     overrides = [
+        *DIGITS,
         "data.task=regression",
         "model=regressor",
         "model/net=transformer",

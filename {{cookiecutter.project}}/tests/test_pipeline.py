@@ -12,7 +12,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ALLOWED, FAST_LATENCY, SHORT, compose_config, example_overrides
+from conftest import (
+    ALLOWED,
+    FAST_LATENCY,
+    SHORT,
+    compose_config,
+    contract_of,
+    example_overrides,
+)
 
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
@@ -40,7 +47,7 @@ def case_overrides(case: str, request) -> list[str]:
 def raw_test_split(datamodule, folder: Path) -> tuple[Path, np.ndarray]:
     """The test split as a user would hand it to predict (image files, table rows or raw
     arrays), and its targets in the order predict reads them."""
-    dataset, contract = datamodule.splits["test"], datamodule.contract.to_dict()
+    dataset, contract = datamodule.splits["test"], contract_of(datamodule)
     if isinstance(dataset, ImageFiles):
         # Numbered copies, so that predict reads them in the split's order.
         folder.mkdir()
@@ -101,7 +108,7 @@ def test_train_resume_eval_export_and_predict_agree(pipeline_case, request, tmp_
     contract = load_checkpoint(best)["config"]["contract"]
     _, datamodule = build_trained(best, ALLOWED)
     datamodule.setup("test")
-    assert datamodule.contract.to_dict() == contract
+    assert contract_of(datamodule) == contract
     assert manifest["preprocessing"] == contract["preprocessing"]
     assert manifest["target"] == contract["target"]
     assert manifest["task"] == contract["target"]["task"]

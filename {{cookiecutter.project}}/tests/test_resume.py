@@ -14,6 +14,7 @@ from conftest import (
     FEW_BATCHES,
     QUIET,
     ROOT,
+    SMALL_BATCHES,
     compose_config,
     error_lines,
     run_cli,
@@ -173,7 +174,7 @@ io.save_checkpoint(dict(state_dict=dict(w=torch.ones(2**20)), epoch=2), target)
 @pytest.mark.parametrize("log_every_n_steps", [10, 50])
 def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, log_every_n_steps):
     poison = ["+callbacks.poison._target_=probes.PoisonWeights", "+callbacks.poison.step=8"]
-    logging = [f"trainer.log_every_n_steps={log_every_n_steps}"]
+    logging = [f"trainer.log_every_n_steps={log_every_n_steps}", *SMALL_BATCHES]
     with pytest.raises(UserError, match=r"train/loss is NaN or infinite at step 8 \(epoch 1\)"):
         train(compose_config("train", tmp_path, [*THREE_EPOCHS, *poison, *logging]))
     last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")

@@ -10,12 +10,17 @@ import socket
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, error_lines, run_cli
+from conftest import compose_config, default_datamodule, error_lines, run_cli, write_inputs
 from servers import Server, call
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.inference import from_arrays, load_export, predictions
+from {{ cookiecutter.package }}.inference import (
+    from_arrays,
+    load_export,
+    predictions,
+    read_inputs,
+)
 from {{ cookiecutter.package }}.serving import ExportAPI, Samples
 from {{ cookiecutter.package }}.tasks.serve import serve
 
@@ -80,12 +85,14 @@ def test_the_command_prints_a_start_error_as_one_line_and_exits_1(tmp_path):
     ]
 
 
-def test_a_worker_answers_each_request_of_a_batch_as_predict_does(exported_run):
+def test_a_worker_answers_each_request_of_a_batch_as_predict_does(exported_run, tmp_path):
     api = ExportAPI(str(exported_run), "fp32", threads=1, max_batch_size=8, batch_timeout=0.01)
     api = pickle.loads(pickle.dumps(api))  # as LitServe hands it to a worker: before setup
     api.setup("cpu")
     session, manifest = load_export(exported_run)
-    images = from_arrays(load_digits().images[:6], manifest, "digits")
+    # Six test samples of the default data, prepared as predict.py prepares them.
+    path, _ = write_inputs(default_datamodule(tmp_path / "data"), tmp_path / "samples", count=6)
+    images = read_inputs(path, manifest)[0]
     batch = [Samples(images[:1], 1), Samples(images[1:4], 3), Samples(images[4:], 1)]
     answers = api.predict(batch)
     assert answers == [
@@ -113,12 +120,13 @@ def test_a_worker_answers_each_request_of_a_batch_as_predict_does(exported_run):
     ids=["ctrl-c, no batching, 2 workers", "sigterm"],
 )
 def test_ctrl_c_and_sigterm_stop_every_process_of_the_server(
-    exported_run, tmp_path, overrides, signum, group
+    digits_export, tmp_path, overrides, signum, group
 ):
-    with Server(exported_run, tmp_path, *overrides, start_new_session=True) as server:
+    # A digit as a JSON array: the request body a known image export takes.
+    with Server(digits_export, tmp_path, *overrides, start_new_session=True) as server:
         digit = load_digits().images[:1]
         answer = call("POST", f"{server.url}/predict", json={"inputs": digit.tolist()})
-        session, manifest = load_export(exported_run)
+        session, manifest = load_export(digits_export)
         assert answer.json()["predictions"] == predictions(
             session, manifest, from_arrays(digit, manifest, "digit")
         )

@@ -1,6 +1,7 @@
 """serve.py over HTTP, one real server for the module (in a subprocess where torch cannot be
 imported, with an API key) and a real client: every endpoint, the answers of predict.py, each
-kind of bad request between good ones, and the API key."""
+kind of bad request between good ones, and the API key. On the digits' export: the requests
+are images (PNG files, 8x8 arrays); test_serve_table.py serves table rows."""
 
 import asyncio
 import io
@@ -39,12 +40,12 @@ def digits(tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def expected(exported_run, digits) -> dict:
+def expected(digits_export, digits) -> dict:
     """predict.py's answers for the digits: per sample, without the file and index it names."""
     folder = digits["folder"]
 
     def answers(input, name, *overrides):
-        predicted = run_predict(exported_run, input, folder / name, *overrides)
+        predicted = run_predict(digits_export, input, folder / name, *overrides)
         return [{k: v for k, v in p.items() if k not in ("file", "index")} for p in predicted]
 
     return {
@@ -55,10 +56,10 @@ def expected(exported_run, digits) -> dict:
 
 
 @pytest.fixture(scope="module")
-def server(exported_run, tmp_path_factory):
+def server(digits_export, tmp_path_factory):
     folder = tmp_path_factory.mktemp("serve")
     env = {"SERVE_API_KEY": KEY, **without_torch(folder / "blocker")}
-    with Server(exported_run, folder, env=env) as server:
+    with Server(digits_export, folder, env=env) as server:
         yield server
 
 
@@ -68,12 +69,12 @@ def post(server, **options):
     )
 
 
-def test_health_page_and_info_without_torch_on_127_0_0_1(server, exported_run):
+def test_health_page_and_info_without_torch_on_127_0_0_1(server, digits_export):
     assert call("GET", f"{server.url}/health").text == "ok"  # open: no key needed
     page = call("GET", f"{server.url}/")
     assert page.status == 200 and "Try the model" in page.text and '"type": "file"' in page.text
     info = call("GET", f"{server.url}/info", headers=AUTH).json()
-    manifest = json.loads((exported_run / "manifest.json").read_text())
+    manifest = json.loads((digits_export / "manifest.json").read_text())
     assert info["task"] == "classification" and info["input"] == manifest["input"]
     assert info["classes"] == manifest["target"]["class_names"]
     assert info["model"]["sha256"] == manifest["formats"]["onnx"]["sha256"]

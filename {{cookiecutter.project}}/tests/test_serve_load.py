@@ -1,5 +1,6 @@
 """serve.py under load, bounded: 2,000 requests at concurrency 32 against a real server with
-batching on, each one answered, and answered right, while the server's memory stays flat."""
+batching on, each one answered, and answered right, while the server's memory stays flat. On the
+digits' export, whose requests (8x8 arrays, PNG files) are the ones measured in benchmarks/."""
 
 import asyncio
 import itertools
@@ -23,16 +24,16 @@ GROWTH = 4 * 2**20
 
 
 @pytest.fixture(scope="module")
-def server(exported_run, tmp_path_factory):
-    with Server(exported_run, tmp_path_factory.mktemp("serve")) as server:
+def server(digits_export, tmp_path_factory):
+    with Server(digits_export, tmp_path_factory.mktemp("serve")) as server:
         yield server
 
 
 @pytest.fixture(scope="module")
-def requests(exported_run, tmp_path_factory) -> list[tuple[dict, list[dict]]]:
+def requests(digits_export, tmp_path_factory) -> list[tuple[dict, list[dict]]]:
     """Requests of every kind, each with the answer that predict.py's functions give: one digit
     (top_k 1 or 3), 8 digits at once, a PNG upload."""
-    session, manifest = load_export(exported_run)
+    session, manifest = load_export(digits_export)
     images = load_digits().images[:120]
     pngs = save_pngs(images[:20], tmp_path_factory.mktemp("pngs"))
     requests = []

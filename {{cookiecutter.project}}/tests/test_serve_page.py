@@ -1,5 +1,6 @@
 """The page at / in a real browser: headless Chromium (or Chrome) driven by Playwright loads it
-from a real server, uploads an image file and shows the class predict.py gives it."""
+from a real server, uploads an image file and shows the class predict.py gives it. On the
+digits' export: the page uploads a digit's PNG file."""
 
 import os
 from pathlib import Path
@@ -37,16 +38,16 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def server(exported_run, tmp_path_factory):
-    with Server(exported_run, tmp_path_factory.mktemp("serve")) as server:
+def server(digits_export, tmp_path_factory):
+    with Server(digits_export, tmp_path_factory.mktemp("serve")) as server:
         yield server
 
 
 def test_the_page_shows_the_top_classes_of_an_uploaded_image(
-    browser, server, exported_run, tmp_path
+    browser, server, digits_export, tmp_path
 ):
     (png,) = save_pngs(load_digits().images[3:4], tmp_path / "images")
-    (expected,) = run_predict(exported_run, png, tmp_path / "predict", "top_k=5")
+    (expected,) = run_predict(digits_export, png, tmp_path / "predict", "top_k=5")
     page = browser.new_page()
     errors = []
     page.on("pageerror", lambda error: errors.append(error))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import SHORT, compose_config
+from conftest import SHORT, SMALL_BATCHES, compose_config
 from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -47,6 +47,7 @@ def logged_run(tmp_path_factory):
             "+trainer.limit_train_batches=4",
             "+trainer.limit_val_batches=2",
             "+trainer.limit_test_batches=2",
+            *SMALL_BATCHES,
         ],
     )
     train(cfg)
@@ -213,6 +214,7 @@ def test_the_progress_bar_reads_logged_metrics_at_logging_steps_only(tmp_path, m
         "+trainer.limit_train_batches=8",
         "+trainer.limit_val_batches=2",
         "test=false",
+        *SMALL_BATCHES,
     ]
     train(compose_config("train", tmp_path, overrides, quiet=False))
     assert set(reads) == {0, 4, 8, 12, 16}  # 0: the sanity-check validation

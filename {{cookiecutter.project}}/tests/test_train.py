@@ -1,4 +1,4 @@
-"""Real training runs on the real digits, in process."""
+"""Real training runs on the data configs/train.yaml names, in process."""
 
 import json
 
@@ -6,10 +6,10 @@ import probes
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import FEW_BATCHES, SHORT, compose_config
+from conftest import FEW_BATCHES, SHORT, compose_config, default_datamodule, majority_share
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
-from {{ cookiecutter.package }}.builders import build_trainer
+from {{ cookiecutter.package }}.builders import build_trainer, data_kind
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.train import train
@@ -26,12 +26,14 @@ def test_fast_dev_run(tmp_path):
 
 
 def test_early_stopping_says_why_it_stopped_after_the_test(tmp_path, capsys):
-    # A learning rate of 0: the validation loss never improves on the first epoch's.
+    # An improvement by more than any loss can make: the validation loss never improves on the
+    # first epoch's. (A learning rate of 0 would not hold it still: BatchNorm's statistics and
+    # augmented samples move it.)
     overrides = [
         *FEW_BATCHES,
         "+trainer.limit_test_batches=2",
         "trainer.max_epochs=5",
-        "model.optimizer.lr=0",
+        "callbacks.early_stopping.min_delta=1e9",
         "callbacks.early_stopping.patience=1",
     ]
     train(compose_config("train", tmp_path, overrides, quiet=False))
@@ -41,9 +43,9 @@ def test_early_stopping_says_why_it_stopped_after_the_test(tmp_path, capsys):
     assert "test/acc" in read_metrics(tmp_path)
 
 
-def test_default_config_reaches_97_percent_and_leaves_its_files(trained_run):
+def test_default_config_leaves_its_metrics_and_checkpoints(trained_run):
     metrics = read_metrics(trained_run)
-    assert metrics["test/acc"] >= 0.97
+    assert 0 <= metrics["test/acc"] <= 1
     assert metrics["val/acc_best"] >= metrics["val/acc"]
     assert {"val/loss", "val/acc", "val/acc_best", "test/loss", "train/loss"} <= metrics.keys()
     assert metrics["best_model_path"] == str(trained_run / "checkpoints" / "best.ckpt")
@@ -52,7 +54,9 @@ def test_default_config_reaches_97_percent_and_leaves_its_files(trained_run):
 
 def test_short_run_learns(tmp_path):
     train(compose_config("train", tmp_path, SHORT))
-    assert read_metrics(tmp_path)["test/acc"] > 0.5  # chance is 0.1
+    # Better than always answering the most frequent class: the best guess without learning.
+    chance = majority_share(default_datamodule(tmp_path / "data"))
+    assert read_metrics(tmp_path)["test/acc"] > chance
 
 
 def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path):
@@ -72,7 +76,7 @@ def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path
 def test_training_without_a_logger_still_writes_its_results(tmp_path):
     """Lightning refuses the learning-rate monitor without a logger; it is dropped instead."""
     train(compose_config("train", tmp_path, [*SHORT, "~logger"]))
-    assert read_metrics(tmp_path)["test/acc"] > 0.5
+    assert read_metrics(tmp_path)["test/acc"] > majority_share(default_datamodule(tmp_path / "d"))
     assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
 
 
@@ -96,7 +100,10 @@ def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
 
 def test_checkpoints_hold_only_plain_values(trained_run):
     checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
-    assert checkpoint["hyper_parameters"]["net"]["_target_"].endswith("SmallCNN")
+    # The network the model config declares for the data's kind, as a plain target.
+    cfg = compose_config("train", trained_run / "cfg")
+    net = cfg.model.nets[data_kind(cfg.data)]._target_
+    assert checkpoint["hyper_parameters"]["net"]["_target_"] == net
     assert type(checkpoint["hyper_parameters"]) is dict
 
 
@@ -135,7 +142,7 @@ def test_bf16_mixed_precision_trains_on_cpu(tmp_path):
             "train", tmp_path, [*SHORT, "trainer.precision=bf16-mixed", "trainer.accelerator=cpu"]
         )
     )
-    assert read_metrics(tmp_path)["test/acc"] > 0.3
+    assert read_metrics(tmp_path)["test/acc"] > majority_share(default_datamodule(tmp_path / "d"))
 
 
 def test_same_seed_gives_identical_metrics(tmp_path):
@@ -155,6 +162,7 @@ def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_pat
     )
 
     cfg = compose_config("train", tmp_path, SHORT)
+    datamodule = build_datamodule(cfg)  # first: the model is built for the data's shapes
     model, probe = build_model(cfg), probes.ModeProbe()
     trainer = pl.Trainer(
         max_epochs=2,
@@ -165,6 +173,6 @@ def test_validation_runs_in_eval_mode_and_training_resumes_in_train_mode(tmp_pat
         enable_checkpointing=False,
         enable_progress_bar=False,
     )
-    trainer.fit(model, datamodule=build_datamodule(cfg))
+    trainer.fit(model, datamodule=datamodule)
     assert probe.during_validation == {False}  # Dropout off, BatchNorm on running statistics
     assert probe.during_training == {True}
