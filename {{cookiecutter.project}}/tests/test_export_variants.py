@@ -32,9 +32,10 @@ FILES = {
     "onnx_optimized": "model.optimized.onnx",
 }
 VARIANTS = {"onnx": "fp32", "onnx_int8": "int8", "onnx_optimized": "optimized"}
-# Each shipped network's training run on the digits (conftest.py), how export quantizes it (statically where
-# the graph holds convolutions, dynamically where it holds linear layers only) and the opset of
-# its INT8 file: the export's, 18, or 19 for QuantizeLinear and DequantizeLinear.
+# Each shipped network's training run on the digits (conftest.py), how export quantizes it
+# (statically where the graph holds convolutions, dynamically where it holds linear layers only)
+# and the opset of its INT8 file: the export's, 18, or 19 for QuantizeLinear and
+# DequantizeLinear.
 NETS = {
     "cnn": ("digits_run", "static", 19),
     "mlp": ("mlp_run", "dynamic", 18),

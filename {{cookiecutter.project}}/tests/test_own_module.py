@@ -5,7 +5,6 @@ configuration, never by the checkpoint."""
 
 import json
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest

@@ -72,9 +72,7 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(digits_e
     assert from_file == [from_folder[3]]
 
 
-def test_the_printed_table_lists_the_top_k_classes_of_each_sample(
-    digits_export, tmp_path, capsys
-):
+def test_the_printed_table_lists_the_top_k_classes_of_each_sample(digits_export, tmp_path, capsys):
     np.save(tmp_path / "digits.npy", load_digits().images[:2].astype(np.float32))
     predicted = run_predict(digits_export, tmp_path / "digits.npy", tmp_path / "run", "top_k=3")
     rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
