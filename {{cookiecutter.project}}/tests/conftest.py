@@ -17,6 +17,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
 
+from {{ cookiecutter.package }}.console import silence_noise
+
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
 # One torch thread per process (this one, and the CLI and DDP processes it starts): the test
@@ -36,6 +38,9 @@ TINY = [
 ]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
+# Tasks run here as the commands run them: without the other libraries' messages that a user can
+# do nothing about (upstream.NOISE).
+silence_noise()
 # What eval and export may rebuild from a checkpoint, as users have it.
 ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
 # The data configs that ship with the project, tested on the example data of scripts/.

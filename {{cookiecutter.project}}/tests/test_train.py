@@ -76,6 +76,8 @@ def test_training_without_a_logger_still_writes_its_results(tmp_path):
     assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
 
 
+# Validation is off on purpose: the checkpoint callback then warns that val/loss is missing.
+@pytest.mark.filterwarnings("ignore:`ModelCheckpoint\\(monitor='val/loss'\\)` could not find")
 def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
     cfg = compose_config(
         "train",
@@ -100,6 +102,9 @@ def test_checkpoints_hold_only_plain_values(trained_run):
     assert type(checkpoint["hyper_parameters"]) is dict
 
 
+# Each resume writes to a run folder of its own on purpose: Lightning says it starts the
+# checkpoint callback's records afresh there.
+@pytest.mark.filterwarnings("ignore:The dirpath has changed from")
 def test_resume_continues_the_epoch_count(tmp_path):
     first = compose_config("train", tmp_path / "first", [*SHORT, "test=false"])
     train(first)
