@@ -1,10 +1,13 @@
 """Framework tests of what users feed `data=images` and `data=table`: the files and layouts they
 accept, and one clear line for each mistake."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, run_cli
+from conftest import FAST_LATENCY, TINY, compose_config, run_cli, run_predict
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -524,6 +527,31 @@ def test_dates_and_times_become_the_numbers_of_their_parts(tmp_path):
         preprocessing,
         "rows",
     )
+
+
+def test_predict_reads_dates_as_the_model_was_trained_on_them(tmp_path):
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    days = pd.Series(pd.date_range("2024-01-01", periods=60, freq="5D"))
+    parquet = Path(table(tmp_path, "data.parquet", rows=60, day=days))
+    run, exported = tmp_path / "run", tmp_path / "export"
+    data = ["data=table", f"data.path={parquet}", "data.target=kind"]
+    train(compose_config("train", run, [*data, *TINY]))
+    last = run / "checkpoints" / "last.ckpt"
+    export(compose_config("export", exported, [f"ckpt_path={last}", "formats=[onnx]",
+                                               *FAST_LATENCY], quiet=False))  # fmt: skip
+    manifest = json.loads((exported / "manifest.json").read_text())
+    assert manifest["preprocessing"]["columns"][-1]["kind"] == "datetime"
+    frame = pd.read_parquet(parquet)
+    frame.assign(day=days.dt.strftime("%Y-%m-%d")).to_csv(csv := tmp_path / "rows.csv")
+    frame.assign(day=days + pd.Timedelta(days=400)).to_parquet(later := tmp_path / "later.pq")
+    predicted = [
+        [entry["probability"] for entry in run_predict(exported, path, tmp_path / path.stem)]
+        for path in (parquet, csv, later)
+    ]
+    assert len(predicted[0]) == 60 and predicted[0] == predicted[1]  # datetimes or their text
+    assert predicted[2] != predicted[0]  # the dates reach the model
 
 
 def test_encoding_holds_no_more_than_the_encoded_rows(tmp_path):

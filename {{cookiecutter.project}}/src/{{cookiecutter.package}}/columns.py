@@ -88,9 +88,9 @@ def datetimes(values: pd.Series, name: str, form: str, source: str = "the table"
             times = times.mask(other, iso)
         bad = times.isna() & text.notna()
         if bad.any():
-            row = bad.idxmax()
             raise UserError(
-                f"{source}: column {name!r} holds {values[row]!r} in row {row}, which is no date "
+                f"{source}: column {name!r} holds {values[bad].iloc[0]!r} in row {bad.idxmax()}, "
+                "which is no date "
                 f"as its others are ({form}); fix it, or leave it empty if missing"
             )
     return times.dt.tz_convert(None) if times.dt.tz is not None else times

@@ -106,22 +106,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserError(f"{path} does not exist; pass the path of a .csv or .parquet file")
     try:
-        names = header(path)
+        require_distinct(header(path), path)
         frame = reader(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
     except (ValueError, OSError, pd.errors.ParserError) as error:
         reason = str(error).strip().split("\n")[0]
         raise UserError(f"{path} is not a readable table: {reason}") from None
+    if frame.empty:
+        raise UserError(f"{path} holds no rows; expected a header line and one row per sample")
+    return frame
+
+
+def require_distinct(names: list[str], path: Path) -> None:
     repeated = [name for name in names if names.count(name) > 1]
     if repeated:
         raise UserError(
             f"{path} names column {repeated[0]!r} twice in its header; give each column a "
             "name of its own"
         )
-    if frame.empty:
-        raise UserError(f"{path} holds no rows; expected a header line and one row per sample")
-    return frame
 
 
 def header(path: Path) -> list[str]:

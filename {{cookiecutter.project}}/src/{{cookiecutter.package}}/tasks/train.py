@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader
 from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
+from torch.utils.data import DataLoader
 
 from ..builders import build_datamodule, build_model, build_trainer, seed_everything
 from ..checkpoints import check_fits, load_checkpoint, resume_path
