@@ -38,9 +38,6 @@ TINY = [
 ]
 # Export tests check parity, not speed: a few timing runs suffice.
 FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
-# Tasks run here as the commands run them: without the other libraries' messages that a user can
-# do nothing about (upstream.NOISE).
-silence_noise()
 # What eval and export may rebuild from a checkpoint, as users have it.
 ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
 # The data configs that ship with the project, tested on the example data of scripts/.
@@ -65,6 +62,14 @@ def pytest_generate_tests(metafunc):
     if "pipeline_case" in metafunc.fixturenames:
         cases = metafunc.config.getoption("data") or [*SHIPPED_DATA, "table+regressor"]
         metafunc.parametrize("pipeline_case", cases)
+
+
+@pytest.fixture(autouse=True)
+def quiet_as_the_commands():
+    """Tasks run here as the commands run them: without the other libraries' messages that a
+    user can do nothing about (upstream.NOISE). For each test: pytest restores the warning
+    filters after each one."""
+    silence_noise()
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:

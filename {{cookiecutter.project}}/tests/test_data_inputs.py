@@ -344,14 +344,14 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             {"weight": [1.0] * 7 + [np.inf] + [2.0, -np.inf] * 16},
             [],
             "kind",
-            "column 'weight' holds inf in row 7 (17 infinite values in all), which would make "
-            "the loss NaN",
+            "(data.features): column 'weight' holds inf in row 7 (infinite in 17 of 40 rows), "
+            "which would make the loss NaN",
         ),
         (
             {"price": [*np.linspace(1, 9, 39), -np.inf]},
             ["model=regressor"],
             "price",
-            "column 'price' holds -inf in row 39 (1 infinite values in all)",
+            "(data.target): column 'price' holds -inf in row 39 (infinite in 1 of 40 rows)",
         ),
         (
             {"customer": [f"C-{index:05}" for index in range(40)]},
@@ -463,6 +463,19 @@ def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
     ]:
         datamodule, cfg = build_table(tmp_path, path, *overrides, target=target)
         fails_with(message, build_model, cfg, datamodule)
+
+
+def test_an_infinite_feature_stops_train_py_before_it_trains(tmp_path):
+    path = table(tmp_path, weight=[1.0] * 5 + [np.inf] + [2.0] * 34)
+    run = tmp_path / "run"
+    result = run_cli("train.py", "data=table", f"data.path={path}", "data.target=kind",
+                     f"hydra.run.dir={run}")  # fmt: skip
+    assert result.returncode == 1 and not (run / "checkpoints").exists()
+    assert result.stderr.strip().splitlines() == [
+        f"error: {path} (data.features): column 'weight' holds inf in row 5 (infinite in 1 of "
+        "40 rows), which would make the loss NaN: replace those by finite numbers, or leave "
+        "them empty if missing"
+    ]
 
 
 def test_rows_without_a_target_are_dropped_when_asked(tmp_path, capsys):

@@ -90,8 +90,8 @@ def datetimes(values: pd.Series, name: str, form: str, source: str = "the table"
         if bad.any():
             raise UserError(
                 f"{source}: column {name!r} holds {values[bad].iloc[0]!r} in row {bad.idxmax()}, "
-                "which is no date "
-                f"as its others are ({form}); fix it, or leave it empty if missing"
+                f"which is no date as its others are ({form}); fix it, or leave it empty if "
+                "missing"
             )
     return times.dt.tz_convert(None) if times.dt.tz is not None else times
 

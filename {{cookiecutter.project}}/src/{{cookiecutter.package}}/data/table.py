@@ -42,7 +42,8 @@ class TableDataModule(ContractDataModule):
         frame = table.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
         frame = self.with_target(frame)
-        table.require_plain(frame, [target, *self.features(frame)[0]], path)
+        table.require_plain(frame, [target], f"{path} (data.target)")
+        table.require_plain(frame, self.features(frame)[0], f"{path} (data.features)")
         self.split(len(frame))
         return frame
 

@@ -227,9 +227,9 @@ def require_plain(frame: pd.DataFrame, columns: list[str], source: str) -> None:
         if infinite is not None and infinite.any():
             row = values.index[infinite.argmax()]
             raise UserError(
-                f"{source}: column {name!r} holds {values[row]} in row {row} ({infinite.sum()} "
-                "infinite values in all), which would make the loss NaN: replace them by finite "
-                "numbers, or leave them empty if missing"
+                f"{source}: column {name!r} holds {values[row]} in row {row} (infinite in "
+                f"{infinite.sum()} of {len(values)} rows), which would make the loss NaN: "
+                "replace those by finite numbers, or leave them empty if missing"
             )
 
 
