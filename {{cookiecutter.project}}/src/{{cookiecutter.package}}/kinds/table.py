@@ -157,11 +157,12 @@ def fit(frame: pd.DataFrame, columns: list[str], categorical: list[str]) -> Prep
     features: list[str] = []
     for name in columns:
         values = frame[name]
-        form = None if name in categorical else date_format(values)
-        numbers = None if name in categorical or form else numeric_column(values, name)
-        if form is not None:
-            spec: Numeric | Categorical | Datetime = fit_datetime(values, name, form)
-        elif numbers is not None:
+        spec: Numeric | Categorical | Datetime
+        if name in categorical:
+            spec = fit_categorical(values, name, columns)
+        elif (form := date_format(values)) is not None:
+            spec = fit_datetime(values, name, form)
+        elif (numbers := numeric_column(values, name)) is not None:
             mean, std = standardization(numbers)
             spec = Numeric(name=name, mean=mean, std=std, fill=mean)
         else:
@@ -182,9 +183,14 @@ def fit_datetime(values: pd.Series, name: str, form: str) -> Datetime:
     times = datetimes(values, name, form, "the training rows")
     timed = bool((times.dropna() != times.dropna().dt.normalize()).any())
     parts = DATE_PARTS + (TIME_PARTS if timed else [])
-    stats = [standardization(getattr(times.dt, part).astype("float64")) for part in parts]
+    stats = [standardization(pd.Series(numbers)) for numbers in date_parts(times, parts).T]
     mean, std = (list(each) for each in zip(*stats, strict=True))
     return Datetime(name=name, format=form, parts=parts, mean=mean, std=std)
+
+
+def date_parts(times: pd.Series, parts: list[Part]) -> np.ndarray:
+    """The `parts` of each time as numbers, (N, len(parts)); NaN where a time is missing."""
+    return np.stack([getattr(times.dt, part).to_numpy("float64") for part in parts], axis=1)
 
 
 def fit_categorical(values: pd.Series, name: str, columns: list[str]) -> Categorical:
@@ -269,8 +275,8 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
             )
         if isinstance(spec, Datetime):
             times = datetimes(values, spec.name, spec.format, source)
-            parts = np.stack([getattr(times.dt, part).to_numpy("float64") for part in spec.parts])
-            filled = np.where(np.isnan(parts.T), spec.mean, parts.T)
+            parts = date_parts(times, spec.parts)
+            filled = np.where(np.isnan(parts), spec.mean, parts)
             encoded[:, start : start + len(spec.parts)] = (filled - spec.mean) / np.array(spec.std)
             start += len(spec.parts)
             continue
