@@ -64,11 +64,10 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("pipeline_case", cases)
 
 
-@pytest.fixture(autouse=True)
-def quiet_as_the_commands():
+def pytest_runtest_setup(item):
     """Tasks run here as the commands run them: without the other libraries' messages that a
-    user can do nothing about (upstream.NOISE). For each test: pytest restores the warning
-    filters after each one."""
+    user can do nothing about (upstream.NOISE). Before each test and its fixtures, those it
+    shares with others too: pytest restores the warning filters after each test."""
     silence_noise()
 
 

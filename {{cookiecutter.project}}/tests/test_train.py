@@ -1,6 +1,8 @@
 """Real training runs on the real digits, in process."""
 
+import csv
 import json
+import warnings
 
 import probes
 import pytest
@@ -53,6 +55,16 @@ def test_default_config_reaches_97_percent_and_leaves_its_files(trained_run):
 def test_short_run_learns(tmp_path):
     train(compose_config("train", tmp_path, SHORT))
     assert read_metrics(tmp_path)["test/acc"] > 0.5  # chance is 0.1
+
+
+def test_epochs_shorter_than_the_logging_interval_log_once_each_without_a_warning(tmp_path):
+    # 6 training batches an epoch, trainer.log_every_n_steps=10 (the default).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(compose_config("train", tmp_path, [*SHORT, "test=false"]))
+    assert not [w for w in caught if "logging interval" in str(w.message)]
+    rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
+    assert [int(row["step"]) for row in rows if row.get("lr-AdamW")] == [5, 11]
 
 
 def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path):
