@@ -15,6 +15,7 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.kinds.table import form as table_form
 from {{ cookiecutter.package }}.targets.regression import Target
 from {{ cookiecutter.package }}.targets.regression import encode as encode_target
 
@@ -515,6 +516,9 @@ def test_dates_and_times_become_the_numbers_of_their_parts(tmp_path):
     day, time = preprocessing.columns[2:]
     assert (day.kind, day.format, time.format) == ("datetime", "%d/%m/%Y", "%Y-%m-%d %H:%M")
     assert cfg.data.num_features == 5 + 12  # not one feature per date
+    # The page asks for a date, and for a date and a time.
+    fields = {field["name"]: field for field in table_form(preprocessing)["fields"]}
+    assert (fields["day"]["time"], fields["time"]["time"]) == (False, True)
     # Read from datetimes or from their text, the rows are the same numbers.
     assert from_parquet.splits["train"].inputs.equal(from_csv.splits["train"].inputs)
     train = from_csv.indices["train"]
