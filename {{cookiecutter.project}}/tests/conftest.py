@@ -25,6 +25,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
 from sklearn.datasets import load_digits
 
+from {{ cookiecutter.package }}.console import silence_noise
+
 ROOT = Path(__file__).parents[1]
 CONFIGS = ROOT / "configs"
 # One torch thread per process (this one, and the CLI and DDP processes it starts): the test
@@ -74,6 +76,13 @@ def pytest_generate_tests(metafunc):
     if "pipeline_case" in metafunc.fixturenames:
         cases = metafunc.config.getoption("data") or [*SHIPPED_DATA, "table+regressor"]
         metafunc.parametrize("pipeline_case", cases)
+
+
+def pytest_runtest_setup(item):
+    """Tasks run here as the commands run them: without the other libraries' messages that a
+    user can do nothing about (upstream.NOISE). Before each test and its fixtures, those it
+    shares with others too: pytest restores the warning filters after each test."""
+    silence_noise()
 
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:

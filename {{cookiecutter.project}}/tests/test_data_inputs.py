@@ -1,10 +1,13 @@
 """Framework tests of what users feed `data=images` and `data=table`: the files and layouts they
 accept, and one clear line for each mistake."""
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, contract_of, run_cli
+from conftest import FAST_LATENCY, TINY, compose_config, contract_of, run_cli, run_predict
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -12,6 +15,7 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.kinds.table import form as table_form
 from {{ cookiecutter.package }}.targets.regression import Target
 from {{ cookiecutter.package }}.targets.regression import encode as encode_target
 
@@ -330,7 +334,55 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         ({}, ["data.task=regression"], "kind", "holds text: a regression target must be numbers"),
         ({"flat": [3.0] * 40}, ["data.task=regression"], "flat", "is 3.0 in every training row"),
         ({}, ["data.task=ranking"], "kind", "data.task=ranking is unknown"),
-        ({"gap": [None, "a"] * 20}, [], "gap", "target column 'gap' is empty in 20 rows"),
+        (
+            {"gap": [None, "a"] * 20},
+            [],
+            "gap",
+            "target column 'gap' is empty in 20 rows (the first: row 0); fill them, or drop "
+            "them with data.drop_missing_target=true",
+        ),
+        (
+            {"weight": [1.0] * 7 + [np.inf] + [2.0, -np.inf] * 16},
+            [],
+            "kind",
+            "(data.features): column 'weight' holds inf in row 7 (infinite in 17 of 40 rows), "
+            "which would make the loss NaN",
+        ),
+        (
+            {"price": [*np.linspace(1, 9, 39), -np.inf]},
+            ["model=regressor"],
+            "price",
+            "(data.target): column 'price' holds -inf in row 39 (infinite in 1 of 40 rows)",
+        ),
+        (
+            {"customer": [f"C-{index:05}" for index in range(40)]},
+            [],
+            "kind",
+            "column 'customer' holds 28 distinct values in 28 training rows: an identifier, not "
+            "categories, which one-hot encoding would make a feature per row; leave it out with "
+            "data.features=[size,colour]",
+        ),
+        (
+            {"code": [f"{index % 30}" for index in range(40)]},
+            ["data.features=[size,code]", "data.categorical=[code]"],
+            "kind",
+            "training rows: an identifier, not categories",
+        ),
+        (
+            {"tags": [[1, 2], [3]] * 20},
+            [],
+            "kind",
+            "column 'tags' holds ndarray values such as array([1, 2]), not numbers, text or "
+            "dates: flatten it into columns of their own, or leave it out of data.features",
+        ),
+        ({"place": [{"x": 1.0, "y": 2.0}] * 40}, [], "kind", "column 'place' holds dict values"),
+        (
+            {"seen": ["2024-03-01", "2024-03-02", "soon"] + ["2024-04-01"] * 37},
+            [],
+            "kind",
+            "column 'seen' holds 'soon' in row 2, which is no date as its others are (%Y-%m-%d)",
+        ),
+        ({}, ["data.drop_missing_target=yes"], "kind", "drop_missing_target=yes must be true or"),
         (
             {"age": ["12", "about 12"] * 20},
             [],
@@ -338,10 +390,10 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             "'age' holds numbers and text such as 'about 12'",
         ),
         (
-            {"seen": pd.date_range("2024", periods=40)},
+            {"span": pd.timedelta_range("1h", periods=40)},
             [],
             "kind",
-            "column 'seen' holds datetime64",
+            "column 'span' holds timedelta64",
         ),
         ({}, ["data.num_classes=5"], "kind", "data.num_classes=5, but the data has 2: set"),
         ({}, ["data.val_fraction=0.01"], "kind", "40 samples leave a split empty"),
@@ -357,8 +409,16 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "constant-regression",
         "unknown-task",
         "empty-target",
+        "inf-feature",
+        "inf-target",
+        "identifier",
+        "identifier-codes",
+        "list",
+        "struct",
+        "not-a-date",
+        "drop-not-bool",
         "unparsable",
-        "dates",
+        "durations",
         "wrong-num-classes",
         "empty-split",
     ],
@@ -406,6 +466,129 @@ def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
         fails_with(message, build_model, cfg, datamodule)
 
 
+def test_an_infinite_feature_stops_train_py_before_it_trains(tmp_path):
+    path = table(tmp_path, weight=[1.0] * 5 + [np.inf] + [2.0] * 34)
+    run = tmp_path / "run"
+    result = run_cli("train.py", "data=table", f"data.path={path}", "data.target=kind",
+                     f"hydra.run.dir={run}")  # fmt: skip
+    assert result.returncode == 1 and not (run / "checkpoints").exists()
+    assert result.stderr.strip().splitlines() == [
+        f"error: {path} (data.features): column 'weight' holds inf in row 5 (infinite in 1 of "
+        "40 rows), which would make the loss NaN: replace those by finite numbers, or leave "
+        "them empty if missing"
+    ]
+
+
+def test_rows_without_a_target_are_dropped_when_asked(tmp_path, capsys):
+    path = table(tmp_path, "data.parquet", gap=[None, "a", "b", "a"] * 10)
+    datamodule, _ = build_table(tmp_path, path, "data.drop_missing_target=true", target="gap")
+    assert "note: dropped 10 rows without a target (data.drop_missing_target=true)" in (
+        capsys.readouterr().out
+    )
+    kept = np.concatenate(list(datamodule.indices.values()))
+    assert sorted(kept) == list(range(30))  # positions among the 30 rows kept
+    assert datamodule.contract.target.class_names == ["a", "b"]
+    assert sum(len(split) for split in datamodule.splits.values()) == 30
+
+
+def test_a_parquet_table_with_a_repeated_column_name_is_one_line(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = [pa.array([1.0, 2.0]), pa.array([3.0, 4.0]), pa.array(["a", "b"])]
+    pq.write_table(pa.table(columns, names=["size", "size", "kind"]), tmp_path / "twice.pq")
+    fails_with("twice.pq names column 'size' twice in its header", build_table, tmp_path,
+               tmp_path / "twice.pq")  # fmt: skip
+
+
+def test_dates_and_times_become_the_numbers_of_their_parts(tmp_path):
+    days = pd.date_range("2023-11-20", periods=40, freq="D")
+    times = pd.Series(days + pd.to_timedelta(np.arange(40) * 7, "h"), dtype="datetime64[s]")
+    parquet = table(tmp_path, "data.parquet", day=days, time=times.dt.tz_localize("UTC"))
+    text = {"day": days.strftime("%d/%m/%Y"), "time": times.dt.strftime("%Y-%m-%d %H:%M")}
+    csv = table(tmp_path, "data.csv", **text)
+    (from_parquet, _), (from_csv, cfg) = [build_table(tmp_path, path) for path in (parquet, csv)]
+    preprocessing = from_csv.contract.preprocessing
+    parts = ["year", "month", "day", "day_of_week", "day_of_year"]
+    assert preprocessing.features[5:] == [f"day.{part}" for part in parts] + [
+        f"time.{part}" for part in [*parts, "hour", "minute"]
+    ]
+    day, time = preprocessing.columns[2:]
+    assert (day.kind, day.format, time.format) == ("datetime", "%d/%m/%Y", "%Y-%m-%d %H:%M")
+    assert cfg.data.num_features == 5 + 12  # not one feature per date
+    # The page asks for a date, and for a date and a time.
+    fields = {field["name"]: field for field in table_form(preprocessing)["fields"]}
+    assert (fields["day"]["time"], fields["time"]["time"]) == (False, True)
+    # Read from datetimes or from their text, the rows are the same numbers.
+    assert from_parquet.splits["train"].inputs.equal(from_csv.splits["train"].inputs)
+    train = from_csv.indices["train"]
+    standardized = from_csv.splits["train"].inputs[:, 5].numpy()  # day.year
+    years = days.year.to_numpy()[train]
+    np.testing.assert_allclose(standardized * years.std() + years.mean(), years, rtol=1e-6)
+    # Prediction rows: a date as the page sends it, text in the training format, a gap.
+    rows = pd.DataFrame(
+        {
+            "size": [10.0] * 3,
+            "colour": ["red"] * 3,
+            "day": ["2024-01-05", "05/01/2024", None],
+            "time": ["2024-01-05T14:30", "2024-01-05 14:30", None],
+        }
+    )
+    encoded = encode_table(rows, preprocessing)
+    np.testing.assert_array_equal(encoded[0], encoded[1])
+    np.testing.assert_allclose(encoded[2, 5:], 0, atol=1e-6)  # missing: the training means
+    fails_with(
+        "rows: column 'day' holds 'Friday' in row 0, which is no date",
+        encode_table,
+        rows.assign(day="Friday"),
+        preprocessing,
+        "rows",
+    )
+
+
+def test_predict_reads_dates_as_the_model_was_trained_on_them(tmp_path):
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    days = pd.Series(pd.date_range("2024-01-01", periods=60, freq="5D"))
+    parquet = Path(table(tmp_path, "data.parquet", rows=60, day=days))
+    run, exported = tmp_path / "run", tmp_path / "export"
+    data = ["data=table", f"data.path={parquet}", "data.target=kind"]
+    train(compose_config("train", run, [*data, *TINY]))
+    last = run / "checkpoints" / "last.ckpt"
+    export(compose_config("export", exported, [f"ckpt_path={last}", "formats=[onnx]",
+                                               *FAST_LATENCY], quiet=False))  # fmt: skip
+    manifest = json.loads((exported / "manifest.json").read_text())
+    assert manifest["preprocessing"]["columns"][-1]["kind"] == "datetime"
+    frame = pd.read_parquet(parquet)
+    frame.assign(day=days.dt.strftime("%Y-%m-%d")).to_csv(csv := tmp_path / "rows.csv")
+    frame.assign(day=days + pd.Timedelta(days=400)).to_parquet(later := tmp_path / "later.pq")
+    predicted = [
+        [entry["probability"] for entry in run_predict(exported, path, tmp_path / path.stem)]
+        for path in (parquet, csv, later)
+    ]
+    assert len(predicted[0]) == 60 and predicted[0] == predicted[1]  # datetimes or their text
+    assert predicted[2] != predicted[0]  # the dates reach the model
+
+
+def test_encoding_holds_no_more_than_the_encoded_rows(tmp_path):
+    """A column of 1,500 categories over 6,000 rows: the one-hot rows are 36 MB, and encoding
+    them takes little more (no rows x vocabulary matrix besides)."""
+    import tracemalloc
+
+    random = np.random.default_rng(0)
+    city = [f"city {index}" for index in random.integers(0, 1500, 6000)]
+    path = table(tmp_path, "data.parquet", rows=6000, city=city)
+    datamodule, _ = build_table(tmp_path, path)
+    frame = pd.read_parquet(path)
+    preprocessing = datamodule.contract.preprocessing
+    tracemalloc.start()
+    encoded = encode_table(frame, preprocessing)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert encoded.shape[1] > 1400 and peak < 1.1 * encoded.nbytes
+
+
 def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
     path = table(tmp_path, age=["12", "about 12"] * 20)
     datamodule, _ = build_table(tmp_path, path, "data.categorical=[age]")
@@ -420,6 +603,7 @@ def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
         ("empty.csv", "", "empty.csv holds no rows"),
         ("header.csv", "size,kind\n", "header.csv holds no rows"),
         ("broken.parquet", "not parquet", "broken.parquet is not a readable table"),
+        ("twice.csv", "size,size,kind\n1,2,a\n", "twice.csv names column 'size' twice in its"),
     ],
 )
 def test_unreadable_table_files_give_one_line(tmp_path, name, content, message):

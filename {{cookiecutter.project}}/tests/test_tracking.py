@@ -22,6 +22,9 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.records import git_state
 from {{ cookiecutter.package }}.tasks.train import train
 
+# MLflow's SQL store calls a loader strategy that SQLAlchemy deprecates. Python hides a
+# DeprecationWarning raised inside a library from the commands' users; pytest shows it.
+pytestmark = pytest.mark.filterwarnings("ignore:The ``noload`` loader strategy is deprecated")
 TAGS = ["digits", "readback"]
 DIAGNOSTICS = ["train/grad_norm", "perf/samples_per_sec", "perf/data_wait_frac"]
 # Logged at steps 1, 3, 5, ... (0-based) like train/loss: 2 epochs of 4 batches.

@@ -1,6 +1,8 @@
 """Real training runs on the data configs/train.yaml names, in process."""
 
+import csv
 import json
+import warnings
 
 import probes
 import pytest
@@ -59,6 +61,16 @@ def test_short_run_learns(tmp_path):
     assert read_metrics(tmp_path)["test/acc"] > chance
 
 
+def test_epochs_shorter_than_the_logging_interval_log_once_each_without_a_warning(tmp_path):
+    # 6 training batches an epoch, trainer.log_every_n_steps=10 (the default).
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(compose_config("train", tmp_path, [*SHORT, "test=false"]))
+    assert not [w for w in caught if "logging interval" in str(w.message)]
+    rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
+    assert [int(row["step"]) for row in rows if row.get("lr-AdamW")] == [5, 11]
+
+
 def test_trainer_flags_also_drop_the_callbacks_that_provide_the_feature(tmp_path):
     """With the default callbacks, Lightning alone refuses `enable_progress_bar=false` and
     `enable_checkpointing=false`, and still prints a summary with `enable_model_summary=false`."""
@@ -80,6 +92,8 @@ def test_training_without_a_logger_still_writes_its_results(tmp_path):
     assert (tmp_path / "checkpoints" / "best.ckpt").is_file()
 
 
+# Validation is off on purpose: the checkpoint callback then warns that val/loss is missing.
+@pytest.mark.filterwarnings("ignore:`ModelCheckpoint\\(monitor='val/loss'\\)` could not find")
 def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
     cfg = compose_config(
         "train",
@@ -107,6 +121,9 @@ def test_checkpoints_hold_only_plain_values(trained_run):
     assert type(checkpoint["hyper_parameters"]) is dict
 
 
+# Each resume writes to a run folder of its own on purpose: Lightning says it starts the
+# checkpoint callback's records afresh there.
+@pytest.mark.filterwarnings("ignore:The dirpath has changed from")
 def test_resume_continues_the_epoch_count(tmp_path):
     first = compose_config("train", tmp_path / "first", [*SHORT, "test=false"])
     train(first)

@@ -1,8 +1,9 @@
-"""A table column's values read as numbers or as categories, the same way for features and for
-targets, in training and in prediction. pandas only."""
+"""A table column's values read as numbers, dates or categories, the same way for features and
+for targets, in training and in prediction. pandas only."""
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 from .console import UserError
 
@@ -39,6 +40,60 @@ def numeric_column(values: pd.Series, name: str) -> pd.Series | None:
             f"them empty if missing, or add {name} to data.categorical"
         )
     return pd.to_numeric(values, errors="coerce")
+
+
+def nested(values: pd.Series) -> object | None:
+    """The first list, array or struct (dict) the column holds, as Parquet's nested columns
+    read; None if it holds none."""
+    if values.dtype.kind != "O":
+        return None
+    found = values[values.map(lambda value: isinstance(value, list | tuple | dict | np.ndarray))]
+    return found.iloc[0] if len(found) else None
+
+
+def date_format(values: pd.Series) -> str | None:
+    """How the column's values read as dates: "ISO8601" for a column of datetimes (Parquet's),
+    the format of its text if its first value is a date with a year, a month and a day, or None:
+    no dates. A date such as 01/03/2024 reads month first, unless some value reads only day
+    first (25/03/2024)."""
+    if values.dtype.kind == "M":
+        return "ISO8601"
+    present = values.dropna()
+    if values.dtype.kind != "O" or not len(present) or not isinstance(present.iloc[0], str):
+        return None
+    form = guess_datetime_format(present.iloc[0]) or ""
+    months = ("%m", "%b", "%B")
+    if "%Y" not in form or "%d" not in form or not any(month in form for month in months):
+        return None
+    # Year first is year, month, day; otherwise the day may come first.
+    swapped = form.replace("%m", "\0").replace("%d", "%m").replace("\0", "%d")
+    for candidate in (form,) if form.startswith("%Y") else (form, swapped):
+        if pd.to_datetime(present, format=candidate, errors="coerce").notna().all():
+            return candidate
+    return form  # the values that do not read so are refused when they are read
+
+
+def datetimes(values: pd.Series, name: str, form: str, source: str = "the table") -> pd.Series:
+    """The column as timestamps, those with a time zone in UTC; missing values stay missing
+    (NaT). Text that does not read in `form` is read as ISO 8601 (what a page's date field
+    sends), and refused in one line if it is no date that way either."""
+    if values.dtype.kind == "M":
+        times = values
+    else:
+        text = values.map(str, na_action="ignore")
+        times = pd.to_datetime(text, format=form, errors="coerce", utc=True)
+        other = times.isna() & text.notna()
+        if other.any():
+            iso = pd.to_datetime(text[other], format="ISO8601", errors="coerce", utc=True)
+            times = times.mask(other, iso)
+        bad = times.isna() & text.notna()
+        if bad.any():
+            raise UserError(
+                f"{source}: column {name!r} holds {values[bad].iloc[0]!r} in row {bad.idxmax()}, "
+                f"which is no date as its others are ({form}); fix it, or leave it empty if "
+                "missing"
+            )
+    return times.dt.tz_convert(None) if times.dt.tz is not None else times
 
 
 def positions(labels: pd.Series, vocabulary: list[str]) -> np.ndarray:

@@ -74,12 +74,15 @@ Fraction = Annotated[float, number(below=1, noun="a fraction", example="0.15")]
 
 
 class DataOptions(TypedDict, total=False):
-    """What every shipped datamodule takes, checked before one is built (a DataLoader or a split
+    """What the shipped datamodules take, checked before one is built (a DataLoader or a split
     would fail on it later, with a traceback). A datamodule of the user's own may leave any out."""
 
     batch_size: Annotated[int, whole(1)]
     num_workers: Annotated[int, whole(0)]
     task: Literal["classification", "regression", None]
+    drop_missing_target: Annotated[
+        bool, Field(strict=True), Refusal("{setting} must be true or false")
+    ]
     val_fraction: Fraction
     test_fraction: Fraction
 

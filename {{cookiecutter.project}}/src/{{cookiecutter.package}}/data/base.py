@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import DataLoader, Dataset
 
-from ..console import UserError
+from ..console import UserError, show
 from ..contract import Contract, Input, Preprocessing, Target
 from ..kinds import get as get_kind
 from .loaders import make_loader
@@ -18,6 +19,11 @@ from .loaders import make_loader
 SPLITS = ("train", "val", "test")
 # The data config's keys that configs/model/ reads; null there means "from the data".
 SHAPES = ("channels", "image_size", "num_features", "num_classes")
+
+
+@rank_zero_only  # once, not once per DDP process
+def note(message: str) -> None:
+    show(f"note: {message}")
 
 
 class ContractDataModule(pl.LightningDataModule):

@@ -9,11 +9,10 @@ import numpy as np
 import pandas as pd
 import torch
 from PIL import Image, UnidentifiedImageError
-from pytorch_lightning.utilities import rank_zero_only
 from torch.utils.data import Dataset
 
 from .. import targets
-from ..console import UserError, show
+from ..console import UserError
 from ..contract import Contract
 from ..kinds.image import (
     SUFFIXES,
@@ -26,7 +25,7 @@ from ..kinds.image import (
     pixel_moments,
 )
 from ..targets import classification, regression
-from .base import SPLITS, ContractDataModule
+from .base import SPLITS, ContractDataModule, note
 
 # data.image_size left null: the images' usual shorter side, up to this. Larger images cost
 # more to decode and train on than small networks gain from them.
@@ -45,11 +44,6 @@ def random_box(width: int, height: int, crop_scale, crop_ratio) -> tuple[float, 
             left, top = random.uniform(0, width - w), random.uniform(0, height - h)
             return left, top, left + w, top + h
     return 0, 0, width, height
-
-
-@rank_zero_only  # once, not once per DDP process
-def note(message: str) -> None:
-    show(f"note: {message}")
 
 
 class ImageFiles(Dataset):

@@ -8,7 +8,7 @@ from .. import targets
 from ..console import UserError
 from ..contract import Contract
 from ..kinds import table
-from .base import ContractDataModule
+from .base import ContractDataModule, note
 from .loaders import InMemoryDataset
 
 
@@ -28,6 +28,7 @@ class TableDataModule(ContractDataModule):
         categorical: list[str] | None = None,
         task: str | None = None,
         units: str | None = None,
+        drop_missing_target: bool = False,
         **common,
     ):
         super().__init__(**common)
@@ -40,8 +41,26 @@ class TableDataModule(ContractDataModule):
             )
         frame = table.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
+        frame = self.with_target(frame)
+        table.require_plain(frame, [target], f"{path} (data.target)")
+        table.require_plain(frame, self.features(frame)[0], f"{path} (data.features)")
         self.split(len(frame))
         return frame
+
+    def with_target(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The rows that hold a target; those that do not are dropped if
+        data.drop_missing_target is set, and refused otherwise. Rows keep their numbers."""
+        target = self.hparams.target
+        missing = frame[target].isna()
+        if not missing.any():
+            return frame
+        if not self.hparams.drop_missing_target:
+            raise UserError(
+                f"target column {target!r} is empty in {missing.sum()} rows (the first: row "
+                f"{missing.idxmax()}); fill them, or drop them with data.drop_missing_target=true"
+            )
+        note(f"dropped {missing.sum()} rows without a target (data.drop_missing_target=true)")
+        return frame[~missing]
 
     def features(self, frame: pd.DataFrame) -> tuple[list[str], list[str]]:
         """The input columns and those of them to read as categories, checked."""
@@ -66,11 +85,14 @@ class TableDataModule(ContractDataModule):
         return self.declare(preprocessing, target)
 
     def apply(self, frame: pd.DataFrame, contract: Contract) -> dict:
-        inputs = torch.from_numpy(table.encode(frame, contract.preprocessing, self.hparams.path))
         task = targets.get(contract.target.task)
         # A copy: pandas may share its memory, which torch would warn about.
         labels = torch.tensor(task.encode(frame[self.hparams.target], contract.target))
+        # Split by split: the encoded rows are held once, in their split's dataset.
         return {
-            name: InMemoryDataset(inputs[index], labels[index])
+            name: InMemoryDataset(self.encode(frame.iloc[index], contract), labels[index])
             for name, index in self.indices.items()
         }
+
+    def encode(self, rows: pd.DataFrame, contract: Contract) -> torch.Tensor:
+        return torch.from_numpy(table.encode(rows, contract.preprocessing, self.hparams.path))

@@ -1,6 +1,8 @@
-"""Tables: rows of named columns, numeric ones standardized and categorical ones one-hot
-encoded over their training vocabulary, missing values filled in. pandas and numpy only."""
+"""Tables: rows of named columns, numeric ones standardized, dates and times as the numbers of
+their parts (year, month, ...) standardized, and categorical ones one-hot encoded over their
+training vocabulary; missing values filled in. pandas and numpy only."""
 
+import csv
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -8,9 +10,9 @@ from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from ..columns import categories, numeric_column, positions
+from ..columns import categories, date_format, datetimes, nested, numeric_column, positions
 from ..console import UserError
 from ..contract import Model
 from ..contract import Preprocessing as BasePreprocessing
@@ -23,7 +25,15 @@ READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
 }
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
+# A text column with more distinct values than this, and than half its training rows, names
+# rows rather than sorting them (a customer ID): one-hot, it would be a feature per row.
+MAX_IDENTIFIER_VALUES = 20
 UNKNOWN = "<unknown>"
+# The parts of a date that become features (pandas' names); those of a time of day only if the
+# training values have one.
+Part = Literal["year", "month", "day", "day_of_week", "day_of_year", "hour", "minute"]
+DATE_PARTS: list[Part] = ["year", "month", "day", "day_of_week", "day_of_year"]
+TIME_PARTS: list[Part] = ["hour", "minute"]
 UPLOAD = None  # no file uploads
 # What a request sends, for one-line refusals.
 REQUEST = 'table rows: send JSON {"rows": [{...}]}'
@@ -44,14 +54,37 @@ class Categorical(Model):
     fill: str
 
 
+class Datetime(Model):
+    """Dates or times, encoded as the numbers of their `parts` (pandas' names), each
+    standardized with its training `mean` and `std`. Text is read in `format` (a strftime
+    format, or ISO8601), or as ISO 8601."""
+
+    name: str
+    kind: Literal["datetime"] = "datetime"
+    format: str
+    parts: list[Part]
+    mean: list[float]
+    std: list[float]
+
+    @model_validator(mode="after")
+    def one_mean_and_std_per_part(self) -> "Datetime":
+        if not len(self.parts) == len(self.mean) == len(self.std):
+            raise ValueError("parts, mean and std must be as long as each other")
+        return self
+
+
+Column = Annotated[Numeric | Categorical | Datetime, Field(discriminator="kind")]
+
+
 class Preprocessing(BasePreprocessing):
     """Each column in order, and the encoded features the model sees, in order."""
 
-    columns: list[Annotated[Numeric | Categorical, Field(discriminator="kind")]]
+    columns: list[Column]
     features: list[str]
     fill: dict[str, str] = {
         "numeric": "training mean",
         "categorical": "most frequent training value",
+        "datetime": "training mean of each part",
     }
     unknown: str = UNKNOWN
 
@@ -73,6 +106,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserError(f"{path} does not exist; pass the path of a .csv or .parquet file")
     try:
+        require_distinct(header(path), path)
         frame = reader(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
@@ -82,6 +116,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if frame.empty:
         raise UserError(f"{path} holds no rows; expected a header line and one row per sample")
     return frame
+
+
+def require_distinct(names: list[str], path: Path) -> None:
+    repeated = [name for name in names if names.count(name) > 1]
+    if repeated:
+        raise UserError(
+            f"{path} names column {repeated[0]!r} twice in its header; give each column a "
+            "name of its own"
+        )
+
+
+def header(path: Path) -> list[str]:
+    """The column names as the file has them: pandas renames a repeated CSV name (a, a.1)."""
+    if path.suffix.lower() == ".csv":
+        with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:
+            return next(csv.reader(file), [])
+    import pyarrow.parquet  # pandas' Parquet reader, which refuses repeated names less clearly
+
+    return pyarrow.parquet.read_metadata(path).schema.to_arrow_schema().names
 
 
 def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> None:
@@ -97,26 +150,93 @@ def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> Non
 
 def fit(frame: pd.DataFrame, columns: list[str], categorical: list[str]) -> Preprocessing:
     """Preprocessing from the training rows: numeric columns standardized (missing values: the
-    training mean), categorical ones one-hot over their training vocabulary plus one slot for
-    values not seen in training (missing values: the most frequent training value)."""
-    specs: list[Numeric | Categorical] = []
+    training mean); dates and times as their parts, each standardized (missing: the training
+    means); categorical ones one-hot over their training vocabulary plus one slot for values
+    not seen in training (missing values: the most frequent training value)."""
+    specs: list[Numeric | Categorical | Datetime] = []
     features: list[str] = []
     for name in columns:
         values = frame[name]
-        numbers = None if name in categorical else numeric_column(values, name)
-        if numbers is not None:
-            mean, std = numbers.mean(), numbers.std(ddof=0)
-            mean = 0.0 if math.isnan(mean) else float(mean)
-            std = 1.0 if math.isnan(std) or std == 0 else float(std)
-            specs.append(Numeric(name=name, mean=mean, std=std, fill=mean))
-            features.append(name)
-            continue
-        present = categories(values.dropna())
-        vocabulary = sorted(present.unique())
-        fill = str(present.value_counts().idxmax()) if len(present) else UNKNOWN
-        specs.append(Categorical(name=name, vocabulary=vocabulary, fill=fill))
-        features += [f"{name}={value}" for value in [*vocabulary, UNKNOWN]]
+        spec: Numeric | Categorical | Datetime
+        if name in categorical:
+            spec = fit_categorical(values, name, columns)
+        elif (form := date_format(values)) is not None:
+            spec = fit_datetime(values, name, form)
+        elif (numbers := numeric_column(values, name)) is not None:
+            mean, std = standardization(numbers)
+            spec = Numeric(name=name, mean=mean, std=std, fill=mean)
+        else:
+            spec = fit_categorical(values, name, columns)
+        specs.append(spec)
+        features += feature_names(spec)
     return Preprocessing(columns=specs, features=features)
+
+
+def standardization(numbers: pd.Series) -> tuple[float, float]:
+    """The mean and std of the present values; 0 and 1 where they say nothing."""
+    mean, std = numbers.mean(), numbers.std(ddof=0)
+    mean = 0.0 if math.isnan(mean) else float(mean)
+    return mean, 1.0 if math.isnan(std) or std == 0 else float(std)
+
+
+def fit_datetime(values: pd.Series, name: str, form: str) -> Datetime:
+    times = datetimes(values, name, form, "the training rows")
+    timed = bool((times.dropna() != times.dropna().dt.normalize()).any())
+    parts = DATE_PARTS + (TIME_PARTS if timed else [])
+    stats = [standardization(pd.Series(numbers)) for numbers in date_parts(times, parts).T]
+    mean, std = (list(each) for each in zip(*stats, strict=True))
+    return Datetime(name=name, format=form, parts=parts, mean=mean, std=std)
+
+
+def date_parts(times: pd.Series, parts: list[Part]) -> np.ndarray:
+    """The `parts` of each time as numbers, (N, len(parts)); NaN where a time is missing."""
+    return np.stack([getattr(times.dt, part).to_numpy("float64") for part in parts], axis=1)
+
+
+def fit_categorical(values: pd.Series, name: str, columns: list[str]) -> Categorical:
+    """The column's training vocabulary, refused in one line if it names rows rather than
+    sorting them into categories."""
+    present = categories(values.dropna())
+    counts = present.value_counts()
+    if len(counts) > max(MAX_IDENTIFIER_VALUES, len(present) / 2):
+        others = ",".join(column for column in columns if column != name)
+        raise UserError(
+            f"column {name!r} holds {len(counts)} distinct values in {len(present)} training "
+            "rows: an identifier, not categories, which one-hot encoding would make a feature "
+            f"per row; leave it out with data.features=[{others}]"
+        )
+    fill = str(counts.idxmax()) if len(present) else UNKNOWN
+    return Categorical(name=name, vocabulary=sorted(counts.index), fill=fill)
+
+
+def feature_names(spec: Numeric | Categorical | Datetime) -> list[str]:
+    if isinstance(spec, Categorical):
+        return [f"{spec.name}={value}" for value in [*spec.vocabulary, UNKNOWN]]
+    if isinstance(spec, Datetime):
+        return [f"{spec.name}.{part}" for part in spec.parts]
+    return [spec.name]
+
+
+def require_plain(frame: pd.DataFrame, columns: list[str], source: str) -> None:
+    """Refuses, in one line, a column that holds lists or structs (Parquet's nested columns),
+    or an infinite number, which would make every loss NaN."""
+    for name in columns:
+        values = frame[name]
+        value = nested(values)
+        if value is not None:
+            raise UserError(
+                f"{source}: column {name!r} holds {type(value).__name__} values such as "
+                f"{value!r}, not numbers, text or dates: flatten it into columns of their own, "
+                "or leave it out of data.features"
+            )
+        infinite = np.isinf(values.to_numpy()) if values.dtype.kind == "f" else None
+        if infinite is not None and infinite.any():
+            row = values.index[infinite.argmax()]
+            raise UserError(
+                f"{source}: column {name!r} holds {values[row]} in row {row} (infinite in "
+                f"{infinite.sum()} of {len(values)} rows), which would make the loss NaN: "
+                "replace those by finite numbers, or leave them empty if missing"
+            )
 
 
 def fit_target(values: pd.Series, name: str, task: str | None, units: str | None, train):
@@ -126,12 +246,6 @@ def fit_target(values: pd.Series, name: str, task: str | None, units: str | None
     mean and std of the `train` rows."""
     from ..targets import classification, regression
 
-    if values.isna().any():
-        row = int(np.flatnonzero(values.isna())[0])
-        raise UserError(
-            f"target column {name!r} is empty in {values.isna().sum()} rows (the first: row "
-            f"{row}); fill or drop those rows"
-        )
     kind = values.dtype.kind
     integers = kind in "iu" or (kind == "f" and bool((values % 1 == 0).all()))
     if task is None:
@@ -153,6 +267,19 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
     start = 0
     for spec in preprocessing.columns:
         values = frame[spec.name]
+        value = nested(values)
+        if value is not None:
+            raise UserError(
+                f"{source}: column {spec.name!r} holds {type(value).__name__} values; the model "
+                f"was trained on {spec.kind} values there"
+            )
+        if isinstance(spec, Datetime):
+            times = datetimes(values, spec.name, spec.format, source)
+            parts = date_parts(times, spec.parts)
+            filled = np.where(np.isnan(parts), spec.mean, parts)
+            encoded[:, start : start + len(spec.parts)] = (filled - spec.mean) / np.array(spec.std)
+            start += len(spec.parts)
+            continue
         if isinstance(spec, Numeric):
             numbers = numeric_column(values, spec.name)
             if numbers is None:
@@ -235,6 +362,8 @@ def form(preprocessing: Preprocessing) -> dict:
         field: dict[str, object] = {"name": column.name, "kind": column.kind}
         if isinstance(column, Categorical):
             field["vocabulary"] = column.vocabulary
+        if isinstance(column, Datetime):  # the page asks for a date, or a date and a time
+            field["time"] = "hour" in column.parts
         fields.append(field)
     return {
         "type": "fields",
@@ -249,8 +378,11 @@ def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
             f"{where} encodes {len(preprocessing.features)} features, the model takes {shape}"
         )
     for column in preprocessing.columns:
-        if isinstance(column, Numeric) and not (math.isfinite(column.std) and column.std > 0):
-            raise UserError(
-                f"{where} has preprocessing column {column.name!r} std {column.std}; it must "
-                "be positive"
-            )
+        if isinstance(column, Categorical):
+            continue
+        for std in column.std if isinstance(column, Datetime) else [column.std]:
+            if not (math.isfinite(std) and std > 0):
+                raise UserError(
+                    f"{where} has preprocessing column {column.name!r} std {std}; it must be "
+                    "positive"
+                )

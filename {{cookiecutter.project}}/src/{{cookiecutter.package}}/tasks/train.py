@@ -1,6 +1,7 @@
 """Training: fit, test the best checkpoint, write metrics.json."""
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -9,6 +10,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
+from torch.utils.data import DataLoader
 
 from ..builders import build_datamodule, build_model, build_trainer, seed_everything
 from ..checkpoints import check_fits, load_checkpoint, resume_path
@@ -41,6 +43,7 @@ def train(cfg: DictConfig) -> float | None:
         return run_job_in_subprocess(cfg.optimized_metric)
     datamodule = build_datamodule(cfg)
     model = build_model(cfg, datamodule)
+    log_every_epoch(trainer, datamodule)
     if ckpt_path:  # before Lightning's own loading: one line for weights of another model
         check_fits(model, load_checkpoint(ckpt_path)["state_dict"], ckpt_path)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
@@ -65,6 +68,22 @@ def train(cfg: DictConfig) -> float | None:
         say(stopped_early)
     say(f"run directory: {output_dir}")
     return metrics.get(cfg.optimized_metric)
+
+
+def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> None:
+    """Lowers `trainer.log_every_n_steps` to the number of training batches of an epoch shorter
+    than it (a small table, a run with limit_train_batches), as Lightning advises in a warning:
+    each epoch then logs its training metrics at least once."""
+    loader = datamodule.train_dataloader()
+    try:
+        length = len(loader) if isinstance(loader, DataLoader) else 0
+    except TypeError:  # a stream: no epoch length to fit
+        return
+    limit = trainer.limit_train_batches
+    per_rank = math.ceil(length / trainer.world_size)  # each rank takes its share
+    batches = min(limit, per_rank) if isinstance(limit, int) else int(per_rank * limit)
+    if 0 < batches < trainer.log_every_n_steps:
+        trainer.log_every_n_steps = batches
 
 
 def best_checkpoint(trainer: pl.Trainer) -> dict:
