@@ -3,10 +3,11 @@
 import copy
 import logging
 import re
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import ALLOWED, compose_config, run_cli
+from conftest import ALLOWED, compose_config, error_lines, run_cli
 from omegaconf import OmegaConf
 
 from {{ cookiecutter.package }}.checkpoints import is_allowed
@@ -59,6 +60,47 @@ def test_a_truncated_checkpoint_gives_a_clear_line_and_no_artifacts(trained_run,
     with pytest.raises(UserError, match=f"^{re.escape(str(truncated))} is not a readable"):
         export(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def flip_a_weight(best: Path, copy: Path) -> Path:
+    """A copy of `best` with one bit flipped in the middle of its largest tensor's bytes, as a
+    failing disk or a bad transfer would: the zip archive around them stays intact."""
+    weights = torch.load(best, weights_only=True)["state_dict"]
+    largest = max(weights.values(), key=lambda weight: weight.nbytes).numpy().tobytes()
+    data = bytearray(best.read_bytes())
+    assert data.count(largest) == 1
+    data[data.index(largest) + len(largest) // 2] ^= 0x10
+    copy.write_bytes(bytes(data))
+    return copy
+
+
+def test_a_flipped_bit_loads_silently_with_torch_alone(trained_run, tmp_path):
+    """Proves the case below is real: torch.load does not check the archive's CRCs."""
+    best = trained_run / "checkpoints" / "best.ckpt"
+    flipped = torch.load(flip_a_weight(best, tmp_path / "flipped.ckpt"), weights_only=True)
+    real = torch.load(best, weights_only=True)
+    assert any(
+        not torch.equal(flipped["state_dict"][name], weight)
+        for name, weight in real["state_dict"].items()
+    )
+
+
+@pytest.mark.slow  # three processes that each import torch and Lightning
+@pytest.mark.parametrize("script", ["eval.py", "export.py", "train.py"])
+def test_a_checkpoint_with_a_flipped_bit_is_refused_in_one_line(script, trained_run, tmp_path):
+    flipped = flip_a_weight(trained_run / "checkpoints" / "best.ckpt", tmp_path / "flipped.ckpt")
+    run = tmp_path / "run"
+    result = run_cli(script, f"ckpt_path={flipped}", f"hydra.run.dir={run}", timeout=120)
+    assert result.returncode == 1
+    assert error_lines(result) == [result.stderr.strip().splitlines()[-1]]
+    assert re.fullmatch(
+        f"error: {re.escape(str(flipped))} is corrupt: \\S+/data/\\d+ no longer matches the "
+        "checksum it was saved with; use another checkpoint of the run \\(e.g. last.ckpt\\) or "
+        "train again",
+        error_lines(result)[0],
+    )
+    assert "Traceback" not in result.stderr
+    assert not (run / "checkpoints").exists() and not (run / "manifest.json").exists()
 
 
 # A file of the user's that every hostile checkpoint below would overwrite if instantiated.
