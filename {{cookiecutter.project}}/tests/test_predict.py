@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 from conftest import (
     compose_config,
+    error_lines,
     kept_in_log,
     run_cli,
     run_predict,
     save_pngs,
     without_torch,
 )
+from servers import free_port
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -249,6 +251,36 @@ def test_a_manifest_that_does_not_fit_its_model_is_one_line(
     with pytest.raises(UserError, match=re.escape(message)) as error:
         run_predict(export_dir, tmp_path / "digits.npy", tmp_path / "run")
     assert "\n" not in str(error.value)
+
+
+def shifted_mean(manifest: dict) -> None:
+    manifest["preprocessing"]["mean"] = [mean + 1.0 for mean in manifest["preprocessing"]["mean"]]
+
+
+@pytest.mark.slow  # two processes per case
+@pytest.mark.parametrize(
+    "edit",
+    [lambda m: m["target"]["class_names"].reverse(), shifted_mean],
+    ids=["classes-reordered", "mean-changed"],
+)
+def test_an_edited_manifest_is_refused_by_predict_and_serve(exported_run, digits, tmp_path, edit):
+    """Edits that every other check accepts, and that would change every prediction."""
+    export_dir = edited_export(exported_run, tmp_path, edit)
+    np.save(tmp_path / "digits.npy", digits[0][:3])
+    commands = {
+        "predict.py": [f"input={tmp_path / 'digits.npy'}"],
+        "serve.py": [f"port={free_port()}"],
+    }
+    for script, overrides in commands.items():
+        run = tmp_path / script
+        result = run_cli(script, f"model={export_dir}", *overrides, f"hydra.run.dir={run}")
+        assert result.returncode == 1 and "Traceback" not in result.stderr, script
+        assert error_lines(result) == [
+            f"error: {export_dir / 'manifest.json'} was edited after export: its input, "
+            "preprocessing or target no longer match the digest recorded for model.onnx; "
+            "export again"
+        ], script
+        assert not (run / "predictions.json").exists()
 
 
 def test_an_output_dir_that_is_a_file_is_one_line(exported_run, digits, tmp_path):
