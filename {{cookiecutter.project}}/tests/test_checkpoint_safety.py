@@ -258,6 +258,47 @@ def test_files_that_are_not_checkpoints_of_this_project_give_one_line(contents, 
         assert "\n" not in str(error.value)
 
 
+def config_a_string(checkpoint: dict) -> None:
+    checkpoint["config"] = "model: cnn"
+
+
+def weights_a_list(checkpoint: dict) -> None:
+    checkpoint["state_dict"] = list(checkpoint["state_dict"].values())
+
+
+def contract_without_target(checkpoint: dict) -> None:
+    del checkpoint["config"]["contract"]["target"]
+
+
+def preprocessing_a_string(checkpoint: dict) -> None:
+    checkpoint["config"]["contract"]["preprocessing"] = "standardize"
+
+
+WRONG_TYPES = {
+    "config-a-string": (config_a_string, ": config is a str, not the mapping train.py writes"),
+    "state_dict-a-list": (weights_a_list, " is not a Lightning checkpoint: its state_dict is a"),
+    "contract-without-target": (contract_without_target, ": config.contract: target: Field"),
+    "preprocessing-a-string": (
+        preprocessing_a_string,
+        ": config.contract: preprocessing: Input should be a valid dictionary",
+    ),
+}
+
+
+@pytest.mark.slow  # a process per case that imports torch and Lightning
+@pytest.mark.parametrize(("edit", "message"), WRONG_TYPES.values(), ids=WRONG_TYPES)
+def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, trained_run, tmp_path):
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    edit(checkpoint)
+    torch.save(checkpoint, tmp_path / "edited.ckpt")
+    result = run_cli("eval.py", f"ckpt_path={tmp_path / 'edited.ckpt'}", f"hydra.run.dir={tmp_path}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {tmp_path / 'edited.ckpt'}{message}")
+    assert line.endswith("; pass a checkpoint that train.py wrote") or "state_dict" in message
+    assert not (tmp_path / "metrics.json").exists()
+
+
 def test_weights_of_another_architecture_give_one_line(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"
     resume = compose_config("train", tmp_path / "mlp", [f"ckpt_path={best}", "model/net=mlp"])

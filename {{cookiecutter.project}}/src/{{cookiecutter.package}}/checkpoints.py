@@ -77,7 +77,31 @@ def load_checkpoint(path: str | Path) -> dict:
         ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise UserError(f"{path} is not a Lightning checkpoint: it has no state_dict")
+    check_types(checkpoint, path)
     return checkpoint
+
+
+def check_types(checkpoint: dict, path: Path) -> None:
+    """One line when a part that eval, export and resuming read is not of the type train.py
+    writes: the weights a mapping of names to tensors, the recorded configs mappings."""
+    weights = checkpoint["state_dict"]
+    if not isinstance(weights, dict) or not all(
+        isinstance(name, str) and isinstance(value, torch.Tensor)
+        for name, value in weights.items()
+    ):
+        raise UserError(
+            f"{path} is not a Lightning checkpoint: its state_dict is a {type(weights).__name__} "
+            "that does not map names to tensors"
+        )
+    config = checkpoint.get("config", {})
+    parts = config.items() if isinstance(config, dict) else [("", config)]
+    for part, value in parts:
+        if not isinstance(value, dict) and not (part == "contract" and value is None):
+            where = f"config.{part}".rstrip(".")
+            raise UserError(
+                f"{path}: {where} is a {type(value).__name__}, not the mapping train.py writes; "
+                "pass a checkpoint that train.py wrote"
+            )
 
 
 def damaged_member(path: Path) -> str | None:

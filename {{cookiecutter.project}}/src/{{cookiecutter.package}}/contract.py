@@ -105,9 +105,9 @@ class Contract(Model):
         return typed_parts(check_version(data, CONTRACT_VERSION, "contract"))
 
     @classmethod
-    def from_dict(cls, data: Any, source: str) -> "Contract":
+    def from_dict(cls, data: Any, source: str, advice: str = "") -> "Contract":
         """The contract in `data` (a checkpoint's record), or one line naming what is wrong."""
-        return validated(cls, data, source)
+        return validated(cls, data, source, advice)
 
 
 class Artifact(Model):
