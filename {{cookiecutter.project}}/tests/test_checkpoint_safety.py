@@ -290,11 +290,12 @@ WRONG_TYPES = {
 def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, trained_run, tmp_path):
     checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
     edit(checkpoint)
-    torch.save(checkpoint, tmp_path / "edited.ckpt")
-    result = run_cli("eval.py", f"ckpt_path={tmp_path / 'edited.ckpt'}", f"hydra.run.dir={tmp_path}")
+    edited = tmp_path / "edited.ckpt"
+    torch.save(checkpoint, edited)
+    result = run_cli("eval.py", f"ckpt_path={edited}", f"hydra.run.dir={tmp_path}")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = error_lines(result)
-    assert line.startswith(f"error: {tmp_path / 'edited.ckpt'}{message}")
+    assert line.startswith(f"error: {edited}{message}")
     assert line.endswith("; pass a checkpoint that train.py wrote") or "state_dict" in message
     assert not (tmp_path / "metrics.json").exists()
 
