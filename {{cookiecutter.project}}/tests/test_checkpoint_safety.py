@@ -292,12 +292,12 @@ def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, traine
     edit(checkpoint)
     edited = tmp_path / "edited.ckpt"
     torch.save(checkpoint, edited)
-    result = run_cli("eval.py", f"ckpt_path={edited}", f"hydra.run.dir={tmp_path}")
+    result = run_cli("eval.py", f"ckpt_path={edited}", f"hydra.run.dir={tmp_path / 'run'}")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = error_lines(result)
     assert line.startswith(f"error: {edited}{message}")
     assert line.endswith("; pass a checkpoint that train.py wrote") or "state_dict" in message
-    assert not (tmp_path / "metrics.json").exists()
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_weights_of_another_architecture_give_one_line(trained_run, tmp_path):

@@ -55,6 +55,10 @@ def write_error(cfg, error: OSError) -> str:
 
 def _launch(name: str):
     function = TASKS[name]
+    # A job that a script starts in the background inherits Ctrl-C ignored, and Python keeps it
+    # so: train and export would then run to the end and exit 0. They stop, as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
     # configs, so they never reach a config file, log or run directory.
     load_dotenv(find_dotenv(usecwd=True))
