@@ -226,7 +226,9 @@ def test_a_failing_export_leaves_the_earlier_one_byte_identical(
 
 
 @pytest.mark.slow  # an export.py process, interrupted
-@pytest.mark.parametrize("inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["", "started-ignored"])
+@pytest.mark.parametrize(
+    "inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["ctrl-c-handled", "started-ignored"]
+)
 def test_ctrl_c_during_an_export_leaves_the_earlier_one_byte_identical(
     earlier_export, trained_run, tmp_path, inherited
 ):
