@@ -241,6 +241,7 @@ def test_ctrl_c_during_an_export_leaves_the_earlier_one_byte_identical(
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+
     def start() -> None:  # SIG_IGN: as a shell starts a script's background job
         signal.signal(signal.SIGINT, inherited)
 
