@@ -3,6 +3,7 @@
 import json
 import re
 import shutil
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,7 @@ from conftest import (
     save_pngs,
     without_torch,
 )
+from PIL import Image
 from servers import free_port
 from sklearn.datasets import load_digits
 
@@ -281,6 +283,24 @@ def test_an_edited_manifest_is_refused_by_predict_and_serve(exported_run, digits
             "export again"
         ], script
         assert not (run / "predictions.json").exists()
+
+
+@pytest.mark.parametrize("size", [(10_000, 10_000), (20_000, 20_000)], ids=["limit", "twice"])
+def test_an_image_that_claims_a_huge_size_is_refused_in_one_line(exported_run, tmp_path, size):
+    bomb = tmp_path / "bomb.png"
+    Image.new("L", (1, 1)).save(bomb)
+    data = bytearray(bomb.read_bytes())
+    data[16:24] = size[0].to_bytes(4, "big") + size[1].to_bytes(4, "big")  # IHDR's size
+    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # and the chunk's CRC
+    bomb.write_bytes(bytes(data))
+    run = tmp_path / "run"
+    result = run_cli("predict.py", f"model={exported_run}", f"input={bomb}", f"hydra.run.dir={run}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {bomb} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
+        "made to exhaust memory); shrink or remove it"
+    ]
+    assert not (run / "predictions.json").exists()
 
 
 def test_an_output_dir_that_is_a_file_is_one_line(exported_run, digits, tmp_path):
