@@ -294,7 +294,8 @@ def test_an_image_that_claims_a_huge_size_is_refused_in_one_line(exported_run, t
     data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # and the chunk's CRC
     bomb.write_bytes(bytes(data))
     run = tmp_path / "run"
-    result = run_cli("predict.py", f"model={exported_run}", f"input={bomb}", f"hydra.run.dir={run}")
+    overrides = [f"model={exported_run}", f"input={bomb}", f"hydra.run.dir={run}"]
+    result = run_cli("predict.py", *overrides)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines() == [
         f"error: {bomb} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
