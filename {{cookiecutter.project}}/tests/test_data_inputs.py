@@ -1,12 +1,10 @@
 """Framework tests of what users feed `data=images` and `data=table`: the files and layouts they
 accept, and one clear line for each mistake."""
 
-import zlib
-
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import compose_config, error_lines, run_cli
+from conftest import compose_config, error_lines, png_claiming, run_cli
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -135,17 +133,6 @@ def test_16_bit_float_and_rotated_images_read_as_their_8_bit_upright_originals(t
     fails_with("holds floating-point values outside 0..1", open_image, unscaled, 1)
 
 
-def claimed_size(path, width: int, height: int):
-    """A PNG whose header claims `width` x `height` pixels, in under 100 bytes: a decompression
-    bomb, or a damaged header."""
-    image(path, size=(1, 1))
-    data = bytearray(path.read_bytes())
-    data[16:24] = width.to_bytes(4, "big") + height.to_bytes(4, "big")  # IHDR's width, height
-    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # and the chunk's CRC
-    path.write_bytes(bytes(data))
-    return path
-
-
 # Pillow warns from its limit of pixels on, and refuses from twice the limit on.
 CLAIMS = {"over-the-limit": (10_000, 10_000), "over-twice-the-limit": (20_000, 20_000)}
 
@@ -154,7 +141,8 @@ CLAIMS = {"over-the-limit": (10_000, 10_000), "over-twice-the-limit": (20_000, 2
 @pytest.mark.parametrize("size", CLAIMS.values(), ids=CLAIMS)
 def test_an_image_that_claims_a_huge_size_stops_training_in_one_line(tmp_path, size):
     root = image_folder(tmp_path / "images")
-    bomb = claimed_size(root / "cat" / "bomb.png", *size)
+    bomb = root / "cat" / "bomb.png"
+    bomb.write_bytes(png_claiming(*size))
     run = tmp_path / "run"
     result = run_cli("train.py", "data=images", f"data.root={root}", f"hydra.run.dir={run}")
     assert result.returncode == 1 and "Traceback" not in result.stderr

@@ -3,7 +3,6 @@
 import json
 import re
 import shutil
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +11,7 @@ from conftest import (
     compose_config,
     error_lines,
     kept_in_log,
+    png_claiming,
     run_cli,
     run_predict,
     save_pngs,
@@ -288,11 +288,7 @@ def test_an_edited_manifest_is_refused_by_predict_and_serve(exported_run, digits
 @pytest.mark.parametrize("size", [(10_000, 10_000), (20_000, 20_000)], ids=["limit", "twice"])
 def test_an_image_that_claims_a_huge_size_is_refused_in_one_line(exported_run, tmp_path, size):
     bomb = tmp_path / "bomb.png"
-    Image.new("L", (1, 1)).save(bomb)
-    data = bytearray(bomb.read_bytes())
-    data[16:24] = size[0].to_bytes(4, "big") + size[1].to_bytes(4, "big")  # IHDR's size
-    data[29:33] = zlib.crc32(bytes(data[12:29])).to_bytes(4, "big")  # and the chunk's CRC
-    bomb.write_bytes(bytes(data))
+    bomb.write_bytes(png_claiming(*size))
     run = tmp_path / "run"
     overrides = [f"model={exported_run}", f"input={bomb}", f"hydra.run.dir={run}"]
     result = run_cli("predict.py", *overrides)

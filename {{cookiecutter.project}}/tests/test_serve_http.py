@@ -5,12 +5,11 @@ kind of bad request between good ones, and the API key."""
 import asyncio
 import io
 import json
-import zlib
 
 import aiohttp
 import numpy as np
 import pytest
-from conftest import run_predict, save_pngs, without_torch
+from conftest import png_claiming, run_predict, save_pngs, without_torch
 from PIL import Image
 from servers import Server, Upload, call, send
 from sklearn.datasets import load_digits
@@ -103,17 +102,6 @@ def test_answers_are_predict_py_s(server, digits, expected):
         assert answer.json()["predictions"] == expected["pngs"][index : index + 1]
     query = post(server, data=Upload(digits["pngs"][0].read_bytes()), params={"top_k": "3"})
     assert len(query.json()["predictions"][0]["top"]) == 3
-
-
-def png_claiming(width: int, height: int) -> bytes:
-    """A tiny PNG whose header claims `width` x `height` pixels: Pillow reads the size first."""
-    buffer = io.BytesIO()
-    Image.new("L", (1, 1)).save(buffer, "PNG")
-    data = bytearray(buffer.getvalue())
-    header = b"IHDR" + width.to_bytes(4, "big") + height.to_bytes(4, "big") + data[24:29]
-    data[12:29] = header
-    data[29:33] = zlib.crc32(header).to_bytes(4, "big")
-    return bytes(data)
 
 
 class Chunked:
