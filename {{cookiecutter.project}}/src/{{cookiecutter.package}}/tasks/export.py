@@ -20,8 +20,10 @@ from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import fresh_folder, move_files, save_json
 from ..models import Transformer
 from ..options import FORMATS, FROM_ONNX, ExportOptions, validated
-from ..run_dir import unwritable
+from ..run_dir import name_too_long, unwritable
 
+# Beside output_dir, the folder an export is written to until every format passed.
+STAGING = ".staging"
 # Each format is the module of its name in export/.
 MODULES = {name: importlib.import_module(f"..export.{name}", __package__) for name in FORMATS}
 
@@ -60,6 +62,9 @@ def savers(
 def checked_options(cfg: DictConfig) -> ExportOptions:
     """The export's options, checked before anything slow runs."""
     options = validated(ExportOptions, cfg, newest_opset=onnx.newest_opset())
+    problem = name_too_long(Path(options.output_dir), "output_dir", STAGING)
+    if problem:
+        raise UserError(problem)
     if Path(options.output_dir).is_file():
         raise UserError(f"output_dir={options.output_dir} is a file; pass a folder for the export")
     # Beside output_dir: the staging folder, and the export once it passed.
@@ -130,8 +135,8 @@ def export(cfg: DictConfig) -> dict:
             f"{options.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
             "diverge?): nothing to check an export against; export an earlier checkpoint"
         )
-    destination = Path(options.output_dir)
-    staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
+    destination = Path(options.output_dir).absolute()  # output_dir=. has a name too
+    staging = fresh_folder(destination.with_name(f"{destination.name}{STAGING}"))
 
     timing = {"batch_sizes": options.batch_sizes, **options.latency.model_dump()}
     results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
