@@ -231,6 +231,27 @@ def limit_file_size(size: int):
     return limit
 
 
+@pytest.mark.slow  # an export.py process
+def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(
+    trained_run, tmp_path
+):
+    export_dir = tmp_path / "disk" / "export"
+    overrides = [
+        f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}",
+        "formats=[onnx]",
+        f"output_dir={export_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        *FAST_LATENCY,
+    ]
+    # The run folder's files are smaller than this, model.onnx is larger.
+    result = run_cli("export.py", *overrides, preexec_fn=limit_file_size(100_000), timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert error_lines(result) == [
+        f"error: cannot write to {export_dir}: File too large; write elsewhere with output_dir=..."
+    ]
+    assert list((tmp_path / "disk").iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "case",
     [

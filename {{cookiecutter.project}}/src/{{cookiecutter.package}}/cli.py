@@ -4,7 +4,6 @@ Task modules are imported only once a task runs, so config-only commands such as
 `--help` and `--cfg job` never import torch or Lightning.
 """
 
-import errno
 import importlib
 import os
 import signal
@@ -18,6 +17,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
 from .console import UserError, cannot_write, exit_with_error, silence_noise
+from .files import WRITE_ERRORS
 from .launch import run_stamp
 from .upstream import hydra_error_line
 
@@ -31,9 +31,6 @@ TASKS = {
     "predict": "predict",
     "serve": "serve",
 }
-# What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
-# filesystem. The user's environment, not a bug: one line rather than a traceback.
-WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def config_dir() -> str:
