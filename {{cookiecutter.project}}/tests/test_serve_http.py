@@ -5,6 +5,7 @@ kind of bad request between good ones, and the API key."""
 import asyncio
 import io
 import json
+import socket
 
 import aiohttp
 import numpy as np
@@ -195,6 +196,19 @@ def test_a_bad_request_gets_a_4xx_with_one_line_and_the_next_good_one_its_answer
 
 def test_get_predict_is_405(server):
     assert call("GET", f"{server.url}/predict", headers=AUTH).status == 405
+
+
+def test_a_client_that_disconnects_mid_body_leaves_no_traceback_in_the_log(server, digits):
+    head = (
+        "POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+        f"boundary=XX\r\nContent-Length: 100000\r\nX-API-Key: {KEY}\r\n\r\n"
+    )
+    part = '--XX\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\n'
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        client.sendall((head + part).encode() + b"\x89PNG")  # and gone, 99,900 bytes short
+    answer = post(server, data=Upload(digits["pngs"][0].read_bytes()))  # served after it
+    assert answer.status == 200
+    assert "Traceback" not in server.output() and "ClientDisconnect" not in server.output()
 
 
 def test_bad_requests_among_good_ones_at_once_fail_alone(server, digits, expected):
