@@ -8,12 +8,14 @@ through the helpers here. Tests of what only a known image dataset shows pass DI
 
 import functools
 import hashlib
+import io
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -317,6 +319,17 @@ def save_pngs(images: np.ndarray, folder: Path) -> list[Path]:
         pixels = np.round(image * 255 / 16).astype(np.uint8)
         Image.fromarray(pixels).resize((32, 32), Image.Resampling.NEAREST).save(file)
     return files
+
+
+def png_claiming(width: int, height: int) -> bytes:
+    """A tiny PNG whose header claims `width` x `height` pixels: Pillow reads the size first."""
+    buffer = io.BytesIO()
+    Image.new("L", (1, 1)).save(buffer, "PNG")
+    data = bytearray(buffer.getvalue())
+    header = b"IHDR" + width.to_bytes(4, "big") + height.to_bytes(4, "big") + data[24:29]
+    data[12:29] = header
+    data[29:33] = zlib.crc32(header).to_bytes(4, "big")
+    return bytes(data)
 
 
 def kept_in_log(log: Path, level: str = "INFO") -> list[str]:

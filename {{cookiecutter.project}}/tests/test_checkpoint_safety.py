@@ -4,10 +4,11 @@ import copy
 import json
 import logging
 import re
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import ALLOWED, compose_config, run_cli
+from conftest import ALLOWED, compose_config, error_lines, run_cli
 from omegaconf import OmegaConf
 
 from {{ cookiecutter.package }}.builders import build_datamodule
@@ -61,6 +62,47 @@ def test_a_truncated_checkpoint_gives_a_clear_line_and_no_artifacts(trained_run,
     with pytest.raises(UserError, match=f"^{re.escape(str(truncated))} is not a readable"):
         export(cfg)
     assert not (tmp_path / "run").exists()
+
+
+def flip_a_weight(best: Path, copy: Path) -> Path:
+    """A copy of `best` with one bit flipped in the middle of its largest tensor's bytes, as a
+    failing disk or a bad transfer would: the zip archive around them stays intact."""
+    weights = torch.load(best, weights_only=True)["state_dict"]
+    largest = max(weights.values(), key=lambda weight: weight.nbytes).numpy().tobytes()
+    data = bytearray(best.read_bytes())
+    assert data.count(largest) == 1
+    data[data.index(largest) + len(largest) // 2] ^= 0x10
+    copy.write_bytes(bytes(data))
+    return copy
+
+
+def test_a_flipped_bit_loads_silently_with_torch_alone(trained_run, tmp_path):
+    """Proves the case below is real: torch.load does not check the archive's CRCs."""
+    best = trained_run / "checkpoints" / "best.ckpt"
+    flipped = torch.load(flip_a_weight(best, tmp_path / "flipped.ckpt"), weights_only=True)
+    real = torch.load(best, weights_only=True)
+    assert any(
+        not torch.equal(flipped["state_dict"][name], weight)
+        for name, weight in real["state_dict"].items()
+    )
+
+
+@pytest.mark.slow  # three processes that each import torch and Lightning
+@pytest.mark.parametrize("script", ["eval.py", "export.py", "train.py"])
+def test_a_checkpoint_with_a_flipped_bit_is_refused_in_one_line(script, trained_run, tmp_path):
+    flipped = flip_a_weight(trained_run / "checkpoints" / "best.ckpt", tmp_path / "flipped.ckpt")
+    run = tmp_path / "run"
+    result = run_cli(script, f"ckpt_path={flipped}", f"hydra.run.dir={run}", timeout=120)
+    assert result.returncode == 1
+    assert error_lines(result) == [result.stderr.strip().splitlines()[-1]]
+    assert re.fullmatch(
+        f"error: {re.escape(str(flipped))} is corrupt: \\S+/data/\\d+ no longer matches the "
+        "checksum it was saved with; use another checkpoint of the run \\(e.g. last.ckpt\\) or "
+        "train again",
+        error_lines(result)[0],
+    )
+    assert "Traceback" not in result.stderr
+    assert not (run / "checkpoints").exists() and not (run / "manifest.json").exists()
 
 
 # A file of the user's that every hostile checkpoint below would overwrite if instantiated.
@@ -220,6 +262,48 @@ def test_files_that_are_not_checkpoints_of_this_project_give_one_line(contents, 
         with pytest.raises(UserError, match=re.escape(message)) as error:
             task(compose_config(name, tmp_path / name, [f"ckpt_path={path}"], quiet=quiet))
         assert "\n" not in str(error.value)
+
+
+def config_a_string(checkpoint: dict) -> None:
+    checkpoint["config"] = "model: cnn"
+
+
+def weights_a_list(checkpoint: dict) -> None:
+    checkpoint["state_dict"] = list(checkpoint["state_dict"].values())
+
+
+def contract_without_target(checkpoint: dict) -> None:
+    del checkpoint["config"]["contract"]["target"]
+
+
+def preprocessing_a_string(checkpoint: dict) -> None:
+    checkpoint["config"]["contract"]["preprocessing"] = "standardize"
+
+
+WRONG_TYPES = {
+    "config-a-string": (config_a_string, ": config is a str, not the mapping train.py writes"),
+    "state_dict-a-list": (weights_a_list, " is not a Lightning checkpoint: its state_dict is a"),
+    "contract-without-target": (contract_without_target, ": config.contract: target: Field"),
+    "preprocessing-a-string": (
+        preprocessing_a_string,
+        ": config.contract: preprocessing: Input should be a valid dictionary",
+    ),
+}
+
+
+@pytest.mark.slow  # a process per case that imports torch and Lightning
+@pytest.mark.parametrize(("edit", "message"), WRONG_TYPES.values(), ids=WRONG_TYPES)
+def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, trained_run, tmp_path):
+    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    edit(checkpoint)
+    edited = tmp_path / "edited.ckpt"
+    torch.save(checkpoint, edited)
+    result = run_cli("eval.py", f"ckpt_path={edited}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {edited}{message}")
+    assert line.endswith("; pass a checkpoint that train.py wrote") or "state_dict" in message
+    assert not (tmp_path / "run" / "metrics.json").exists()
 
 
 def test_weights_of_another_architecture_give_one_line(trained_run, tmp_path):

@@ -8,7 +8,16 @@ import sys
 
 import pytest
 import torch
-from conftest import CONFIGS, QUIET, ROOT, compose_config, error_lines, kept_in_log, run_cli
+from conftest import (
+    CONFIGS,
+    FAST_LATENCY,
+    QUIET,
+    ROOT,
+    compose_config,
+    error_lines,
+    kept_in_log,
+    run_cli,
+)
 
 from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
@@ -172,6 +181,46 @@ def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path,
     assert "trainer.devices=4 on the CPU: starting 4 processes (DDP over gloo)" in caplog.text
 
 
+@pytest.mark.parametrize(
+    ("script", "setting", "name", "length"),
+    [
+        ("predict.py", "hydra.run.dir", "x" * 256, 256),
+        ("predict.py", "output_dir", "x" * 256, 256),
+        ("export.py", "hydra.run.dir", "x" * 256, 256),
+        ("export.py", "output_dir", "x" * 250, 258),  # with the .staging folder beside it
+    ],
+    ids=["predict-run-dir", "predict-output-dir", "export-run-dir", "export-staging"],
+)
+def test_a_name_longer_than_the_file_system_allows_is_one_line(
+    script, setting, name, length, exported_run, trained_run, tmp_path
+):
+    given = {
+        "predict.py": [f"model={exported_run}", f"input={tmp_path / 'none.npy'}"],
+        "export.py": [f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}"],
+    }
+    folder = tmp_path / name
+    run_dir = [] if setting == "hydra.run.dir" else [f"hydra.run.dir={tmp_path / 'run'}"]
+    result = run_cli(script, *given[script], f"{setting}={folder}", *run_dir, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert error_lines(result) == [
+        f"error: {setting}={folder}: the name {name[:24]}... is {length} bytes, longer than the "
+        "255 the file system allows; choose a shorter one"
+    ]
+    assert not list(tmp_path.glob("x*"))
+
+
+@pytest.mark.slow  # an export.py process
+def test_an_export_to_the_current_folder_is_written_there(trained_run, tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", "output_dir=.", *FAST_LATENCY]
+    result = run_cli("export.py", *overrides, f"hydra.run.dir={tmp_path / 'run'}", cwd=here)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert {"model.onnx", "manifest.json"} <= {path.name for path in here.iterdir()}
+    assert not (tmp_path / "here.staging").exists()
+
+
 def limit_file_size(size: int):
     """For `preexec_fn`: files can grow to `size` bytes, after which a write fails with EFBIG,
     the way a full disk fails one with ENOSPC."""
@@ -181,6 +230,27 @@ def limit_file_size(size: int):
         resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
     return limit
+
+
+@pytest.mark.slow  # an export.py process
+def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(
+    trained_run, tmp_path
+):
+    export_dir = tmp_path / "disk" / "export"
+    overrides = [
+        f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}",
+        "formats=[onnx]",
+        f"output_dir={export_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        *FAST_LATENCY,
+    ]
+    # The run folder's files are smaller than this, model.onnx is larger.
+    result = run_cli("export.py", *overrides, preexec_fn=limit_file_size(100_000), timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert error_lines(result) == [
+        f"error: cannot write to {export_dir}: File too large; write elsewhere with output_dir=..."
+    ]
+    assert list((tmp_path / "disk").iterdir()) == []
 
 
 @pytest.mark.parametrize(

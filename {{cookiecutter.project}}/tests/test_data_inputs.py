@@ -7,7 +7,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import FAST_LATENCY, TINY, compose_config, contract_of, run_cli, run_predict
+from conftest import (
+    FAST_LATENCY,
+    TINY,
+    compose_config,
+    contract_of,
+    error_lines,
+    png_claiming,
+    run_cli,
+    run_predict,
+)
 from PIL import Image
 
 from {{ cookiecutter.package }}.builders import build_datamodule, build_model
@@ -135,6 +144,27 @@ def test_16_bit_float_and_rotated_images_read_as_their_8_bit_upright_originals(t
         np.testing.assert_array_equal(np.asarray(open_image(path, 1)), pixels, err_msg=path.name)
     Image.fromarray(pixels.astype(np.float32)).save(unscaled := tmp_path / "unscaled.tiff")
     fails_with("holds floating-point values outside 0..1", open_image, unscaled, 1)
+
+
+# Pillow warns from its limit of pixels on, and refuses from twice the limit on.
+CLAIMS = {"over-the-limit": (10_000, 10_000), "over-twice-the-limit": (20_000, 20_000)}
+
+
+@pytest.mark.slow  # a train.py process per case
+@pytest.mark.parametrize("size", CLAIMS.values(), ids=CLAIMS)
+def test_an_image_that_claims_a_huge_size_stops_training_in_one_line(tmp_path, size):
+    root = image_folder(tmp_path / "images")
+    bomb = root / "cat" / "bomb.png"
+    bomb.write_bytes(png_claiming(*size))
+    run = tmp_path / "run"
+    result = run_cli("train.py", "data=images", f"data.root={root}", f"hydra.run.dir={run}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert "Warning" not in result.stderr
+    assert error_lines(result) == [
+        f"error: {bomb} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
+        "made to exhaust memory); shrink or remove it, or set data.skip_unreadable=true"
+    ]
+    assert not (run / "checkpoints").exists()
 
 
 def test_normalization_comes_from_the_training_images(tmp_path):

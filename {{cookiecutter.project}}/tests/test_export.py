@@ -230,8 +230,11 @@ def test_a_failing_export_leaves_the_earlier_one_byte_identical(
 
 
 @pytest.mark.slow  # an export.py process, interrupted
+@pytest.mark.parametrize(
+    "inherited", [signal.SIG_DFL, signal.SIG_IGN], ids=["ctrl-c-handled", "started-ignored"]
+)
 def test_ctrl_c_during_an_export_leaves_the_earlier_one_byte_identical(
-    earlier_export, trained_run, tmp_path
+    earlier_export, trained_run, tmp_path, inherited
 ):
     export_dir, before = earlier_export
     command = [
@@ -242,7 +245,12 @@ def test_ctrl_c_during_an_export_leaves_the_earlier_one_byte_identical(
         f"hydra.run.dir={tmp_path / 'run'}",
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    with subprocess.Popen(command, cwd=ROOT, env=env, stderr=subprocess.PIPE) as process:
+
+    def start() -> None:  # SIG_IGN: as a shell starts a script's background job
+        signal.signal(signal.SIGINT, inherited)
+
+    popen = {"cwd": ROOT, "env": env, "stderr": subprocess.PIPE, "preexec_fn": start}
+    with subprocess.Popen(command, **popen) as process:
         staging = export_dir.with_name("export.staging")
         while process.poll() is None and not list(staging.glob("model.*")):
             time.sleep(0.02)  # until the first new model file is being written

@@ -11,7 +11,9 @@ import pytest
 from conftest import (
     compose_config,
     eager_classes,
+    error_lines,
     kept_in_log,
+    png_claiming,
     run_cli,
     run_predict,
     save_pngs,
@@ -19,6 +21,8 @@ from conftest import (
     without_torch,
     write_inputs,
 )
+from PIL import Image
+from servers import free_port
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -255,6 +259,51 @@ def test_a_manifest_that_does_not_fit_its_model_is_one_line(
     with pytest.raises(UserError, match=re.escape(message)) as error:
         run_predict(export_dir, tmp_path / "digits.npy", tmp_path / "run")
     assert "\n" not in str(error.value)
+
+
+def shifted_mean(manifest: dict) -> None:
+    manifest["preprocessing"]["mean"] = [mean + 1.0 for mean in manifest["preprocessing"]["mean"]]
+
+
+@pytest.mark.slow  # two processes per case
+@pytest.mark.parametrize(
+    "edit",
+    [lambda m: m["target"]["class_names"].reverse(), shifted_mean],
+    ids=["classes-reordered", "mean-changed"],
+)
+def test_an_edited_manifest_is_refused_by_predict_and_serve(digits_export, tmp_path, edit):
+    """Edits that every other check accepts, and that would change every prediction."""
+    export_dir = edited_export(digits_export, tmp_path, edit)
+    np.save(tmp_path / "digits.npy", load_digits().images[:3])
+    commands = {
+        "predict.py": [f"input={tmp_path / 'digits.npy'}"],
+        "serve.py": [f"port={free_port()}"],
+    }
+    for script, overrides in commands.items():
+        run = tmp_path / script
+        result = run_cli(script, f"model={export_dir}", *overrides, f"hydra.run.dir={run}")
+        assert result.returncode == 1 and "Traceback" not in result.stderr, script
+        assert error_lines(result) == [
+            f"error: {export_dir / 'manifest.json'} was edited after export: its input, "
+            "preprocessing or target no longer match the digest recorded for model.onnx; "
+            "export again"
+        ], script
+        assert not (run / "predictions.json").exists()
+
+
+@pytest.mark.parametrize("size", [(10_000, 10_000), (20_000, 20_000)], ids=["limit", "twice"])
+def test_an_image_that_claims_a_huge_size_is_refused_in_one_line(digits_export, tmp_path, size):
+    bomb = tmp_path / "bomb.png"
+    bomb.write_bytes(png_claiming(*size))
+    run = tmp_path / "run"
+    overrides = [f"model={digits_export}", f"input={bomb}", f"hydra.run.dir={run}"]
+    result = run_cli("predict.py", *overrides)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"error: {bomb} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
+        "made to exhaust memory); shrink or remove it"
+    ]
+    assert not (run / "predictions.json").exists()
 
 
 def test_an_output_dir_that_is_a_file_is_one_line(exported_run, samples, tmp_path):

@@ -87,6 +87,26 @@ def files(run_dir) -> dict:
     return {path: path.read_bytes() for path in run_dir.rglob("*") if path.is_file()}
 
 
+def ignore_ctrl_c() -> None:
+    """As a shell starts a script's background job: with SIGINT ignored, which exec keeps."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.slow  # a train.py process, interrupted
+def test_ctrl_c_stops_a_run_started_with_it_ignored(tmp_path):
+    run_dir = tmp_path / "run"
+    short = ["+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1"]
+    command = [*QUIET, *short, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
+    process = start_cli("train.py", *command, preexec_fn=ignore_ctrl_c)
+    result = stop_at_epoch(process, run_dir / "checkpoints" / "last.ckpt", 0, signal.SIGINT)
+    assert result.returncode == 128 + signal.SIGINT, result.stderr[-3000:]
+    assert error_lines(result) == [
+        "error: training stopped by Ctrl-C (SIGINT); to resume, rerun the same command with "
+        f"hydra.run.dir={run_dir}"
+    ]
+    assert not (run_dir / "metrics.json").exists()
+
+
 @pytest.mark.slow
 def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tmp_path):
     run_dir = tmp_path / "run"

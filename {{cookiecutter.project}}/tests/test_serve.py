@@ -54,6 +54,7 @@ START_ERRORS = {
     "workers true": ([EXPORT, "workers=true"], "workers=True must be a whole number of at least"),
     "log level": ([EXPORT, "log_level=loud"], "log_level=loud is unknown; choose critical, error"),
     "empty key": ([EXPORT, "api_key_env=EMPTY_TEST_KEY"], "EMPTY_TEST_KEY is set but empty"),
+    "key not ascii": ([EXPORT, "api_key_env=ACCENTED_TEST_KEY"], "ACCENTED_TEST_KEY holds 'é': "),
     "variant": ([EXPORT, "variant=int8"], "variant=int8 is not an ONNX model of the export in"),
 }
 
@@ -63,6 +64,7 @@ def test_a_server_that_cannot_start_says_why_in_one_line(
     exported_run, tmp_path, monkeypatch, overrides, message
 ):
     monkeypatch.setenv("EMPTY_TEST_KEY", " ")
+    monkeypatch.setenv("ACCENTED_TEST_KEY", "clé")
     with socket.create_server(("127.0.0.1", 0)) as taken:  # listening, as another server would
         paths = {
             "export": exported_run,

@@ -6,12 +6,12 @@ are images (PNG files, 8x8 arrays); test_serve_table.py serves table rows."""
 import asyncio
 import io
 import json
-import zlib
+import socket
 
 import aiohttp
 import numpy as np
 import pytest
-from conftest import run_predict, save_pngs, without_torch
+from conftest import png_claiming, run_predict, save_pngs, without_torch
 from PIL import Image
 from servers import Server, Upload, call, send
 from sklearn.datasets import load_digits
@@ -106,17 +106,6 @@ def test_answers_are_predict_py_s(server, digits, expected):
     assert len(query.json()["predictions"][0]["top"]) == 3
 
 
-def png_claiming(width: int, height: int) -> bytes:
-    """A tiny PNG whose header claims `width` x `height` pixels: Pillow reads the size first."""
-    buffer = io.BytesIO()
-    Image.new("L", (1, 1)).save(buffer, "PNG")
-    data = bytearray(buffer.getvalue())
-    header = b"IHDR" + width.to_bytes(4, "big") + height.to_bytes(4, "big") + data[24:29]
-    data[12:29] = header
-    data[29:33] = zlib.crc32(header).to_bytes(4, "big")
-    return bytes(data)
-
-
 class Chunked:
     """A body of `size` spaces sent in chunks, without a Content-Length."""
 
@@ -208,6 +197,19 @@ def test_a_bad_request_gets_a_4xx_with_one_line_and_the_next_good_one_its_answer
 
 def test_get_predict_is_405(server):
     assert call("GET", f"{server.url}/predict", headers=AUTH).status == 405
+
+
+def test_a_client_that_disconnects_mid_body_leaves_no_traceback_in_the_log(server, digits):
+    head = (
+        "POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: multipart/form-data; "
+        f"boundary=XX\r\nContent-Length: 100000\r\nX-API-Key: {KEY}\r\n\r\n"
+    )
+    part = '--XX\r\nContent-Disposition: form-data; name="file"; filename="a.png"\r\n\r\n'
+    with socket.create_connection(("127.0.0.1", server.port)) as client:
+        client.sendall((head + part).encode() + b"\x89PNG")  # and gone, 99,900 bytes short
+    answer = post(server, data=Upload(digits["pngs"][0].read_bytes()))  # served after it
+    assert answer.status == 200
+    assert "Traceback" not in server.output() and "ClientDisconnect" not in server.output()
 
 
 def test_bad_requests_among_good_ones_at_once_fail_alone(server, digits, expected):

@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import FAST_LATENCY, compose_config, run_predict
+from conftest import FAST_LATENCY, compose_config, error_lines, run_cli, run_predict
 from servers import Server, Upload, call
 
 from {{ cookiecutter.package }}.console import UserError
@@ -89,6 +89,25 @@ def test_a_table_manifest_that_cannot_prepare_rows_is_one_line(
     with pytest.raises(UserError, match=re.escape(message)) as error:
         load_export(export_dir)
     assert "\n" not in str(error.value)
+
+
+def test_a_value_beyond_float32_in_a_csv_is_refused_in_one_line(
+    table_export, example_data, tmp_path
+):
+    rows = pd.read_csv(example_data["wine"]).head(3)
+    rows.loc[1, "malic_acid"] = 1e300  # finite in the file, infinite as the model's float32
+    rows.to_csv(tmp_path / "rows.csv", index=False)
+    result = run_cli(
+        "predict.py",
+        f"model={table_export}",
+        f"input={tmp_path / 'rows.csv'}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert result.returncode == 1
+    assert "Warning" not in result.stderr and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert "NaN or infinite" in line and result.stderr.strip().splitlines() == [line]
+    assert not (tmp_path / "run" / "predictions.json").exists()
 
 
 def infinite(row: dict) -> dict:

@@ -20,7 +20,7 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 from . import targets
 from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
 from .console import UserError
-from .contract import Target
+from .contract import Contract, Target
 from .options import DATA, validated
 from .upstream import record_sigterm_without_collectives
 
@@ -153,6 +153,9 @@ def build_trained(
     contract = checkpoint["config"].get("contract")
     if not isinstance(contract, dict):
         raise UserError(f"{path} records no data contract: pass a checkpoint that train.py wrote")
+    # Checked here, where the line can name the checkpoint, not inside the datamodule.
+    advice = "; pass a checkpoint that train.py wrote"
+    Contract.from_dict(contract, f"{path}: config.contract", advice)
     datamodule = instantiate(data_config, contract=contract, _convert_="all")
     return model.eval(), datamodule
 

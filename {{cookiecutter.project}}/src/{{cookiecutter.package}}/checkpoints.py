@@ -2,8 +2,11 @@
 writing, and finding the one to resume from."""
 
 import logging
+import mmap
 import pickle
 import re
+import zipfile
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +25,7 @@ from .upstream import refused_a_global
 ALLOWLIST_FILE = "configs/allowed_targets.yaml"
 DOTTED_NAME = re.compile(r"[A-Za-z]\w*(\.[A-Za-z]\w*)+")
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive, which torch.save writes
+CRC_CHUNK = 64 << 20  # bytes summed per call: large, and bounded for members of any size
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -48,6 +52,12 @@ def load_checkpoint(path: str | Path) -> dict:
                     f"{path} is not a checkpoint (torch.save writes zip archives, this is none): "
                     "pass ckpt_path=<a .ckpt file of a training run>"
                 )
+        damaged = damaged_member(path)
+        if damaged:
+            raise UserError(
+                f"{path} is corrupt: {damaged} no longer matches the checksum it was saved with; "
+                "use another checkpoint of the run (e.g. last.ckpt) or train again"
+            )
         # mmap: checking a large checkpoint before training resumes reads only what it needs.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as error:
@@ -60,14 +70,70 @@ def load_checkpoint(path: str | Path) -> dict:
             f"refusing {path}: it holds pickled objects that could run code when loaded; "
             "only checkpoints of tensors and plain values are accepted"
         ) from None
-    except (RuntimeError, EOFError, OSError, ValueError) as error:
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as error:
         reason = str(error).splitlines()[0].split(". ")[0]
         raise UserError(
             f"{path} is not a readable checkpoint (truncated or corrupt?): {reason}"
         ) from None
     if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
         raise UserError(f"{path} is not a Lightning checkpoint: it has no state_dict")
+    check_types(checkpoint, path)
     return checkpoint
+
+
+def check_types(checkpoint: dict, path: Path) -> None:
+    """One line when a part that eval, export and resuming read is not of the type train.py
+    writes: the weights a mapping of names to tensors, the recorded configs mappings."""
+    weights = checkpoint["state_dict"]
+    if not isinstance(weights, dict) or not all(
+        isinstance(name, str) and isinstance(value, torch.Tensor)
+        for name, value in weights.items()
+    ):
+        raise UserError(
+            f"{path} is not a Lightning checkpoint: its state_dict is a {type(weights).__name__} "
+            "that does not map names to tensors"
+        )
+    config = checkpoint.get("config", {})
+    parts = config.items() if isinstance(config, dict) else [("", config)]
+    for part, value in parts:
+        if not isinstance(value, dict) and not (part == "contract" and value is None):
+            where = f"config.{part}".rstrip(".")
+            raise UserError(
+                f"{path}: {where} is a {type(value).__name__}, not the mapping train.py writes; "
+                "pass a checkpoint that train.py wrote"
+            )
+
+
+def damaged_member(path: Path) -> str | None:
+    """The first member of a checkpoint's zip archive whose bytes no longer match the CRC-32
+    written beside them, if any: torch.load never checks them, and a flipped bit in a tensor
+    would load as a wrong weight. Summed straight from a memory map, without copies."""
+    with (
+        zipfile.ZipFile(path) as archive,
+        open(path, "rb") as file,
+        mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data,
+    ):
+        for member in archive.infolist():
+            if member.compress_type != zipfile.ZIP_STORED:  # not torch's; zipfile checks these
+                with archive.open(member) as stream:
+                    while stream.read(CRC_CHUNK):
+                        pass
+                continue
+            start = stored_data_start(data, member.header_offset)
+            end, crc = start + member.file_size, 0
+            with memoryview(data) as view:
+                for offset in range(start, end, CRC_CHUNK):
+                    crc = zlib.crc32(view[offset : min(offset + CRC_CHUNK, end)], crc)
+            if crc != member.CRC:
+                return member.filename
+    return None
+
+
+def stored_data_start(data: mmap.mmap, header: int) -> int:
+    """Where a member's bytes begin: after its local header (30 bytes), name and extra field."""
+    name_length = int.from_bytes(data[header + 26 : header + 28], "little")
+    extra_length = int.from_bytes(data[header + 28 : header + 30], "little")
+    return header + 30 + name_length + extra_length
 
 
 def leaves(tree, where: str = "") -> Iterator[tuple[str, object]]:

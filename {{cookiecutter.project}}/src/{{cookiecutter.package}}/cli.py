@@ -4,7 +4,6 @@ Task modules are imported only once a task runs, so config-only commands such as
 `--help` and `--cfg job` never import torch or Lightning.
 """
 
-import errno
 import importlib
 import os
 import signal
@@ -18,6 +17,7 @@ from hydra.errors import CompactHydraException
 from omegaconf import OmegaConf
 
 from .console import UserError, cannot_write, exit_with_error, silence_noise
+from .files import WRITE_ERRORS
 from .launch import run_stamp
 from .upstream import hydra_error_line
 
@@ -31,9 +31,6 @@ TASKS = {
     "predict": "predict",
     "serve": "serve",
 }
-# What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
-# filesystem. The user's environment, not a bug: one line rather than a traceback.
-WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
 
 
 def config_dir() -> str:
@@ -55,6 +52,10 @@ def write_error(cfg, error: OSError) -> str:
 
 def _launch(name: str):
     function = TASKS[name]
+    # A job that a script starts in the background inherits Ctrl-C ignored, and Python keeps it
+    # so: train and export would then run to the end and exit 0. They stop, as in a terminal.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
     # configs, so they never reach a config file, log or run directory.
     load_dotenv(find_dotenv(usecwd=True))

@@ -8,6 +8,7 @@ the files it exported, and predict and serve read it back. This module knows no 
 task, and imports no torch.
 """
 
+import hashlib
 import importlib
 import json
 from pathlib import Path
@@ -17,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, mod
 
 from .console import UserError
 
+# The manifest's parts that change a prediction, which each artifact's digest covers.
+PREDICTIVE = {"task", "input", "preprocessing", "output", "target"}
 # Raised when a field changes meaning; a file of a newer version is refused, not misread.
 CONTRACT_VERSION = 1
 MANIFEST_VERSION = 1
@@ -103,20 +106,22 @@ class Contract(Model):
         return typed_parts(check_version(data, CONTRACT_VERSION, "contract"))
 
     @classmethod
-    def from_dict(cls, data: Any, source: str) -> "Contract":
+    def from_dict(cls, data: Any, source: str, advice: str = "") -> "Contract":
         """The contract in `data` (a checkpoint's record), or one line naming what is wrong."""
-        return validated(cls, data, source)
+        return validated(cls, data, source, advice)
 
 
 class Artifact(Model):
-    """One exported file: its checksum and size, and how it measured against the model. An ONNX
-    file also says which variant it is, the operator domains it uses with their versions
+    """One exported file: its checksum and size, how it measured against the model, and the
+    digest of everything that changes its predictions (`Manifest.digest_of`). An ONNX file also
+    says which variant it is, the operator domains it uses with their versions
     (`{"ai.onnx": 18}`: ONNX's own operators only; `"com.microsoft"`: onnxruntime's own too)
     and the runtimes that run it: onnxruntime, and where it holds ONNX's own operators only,
     any other ONNX runtime, of which it names those the project's tests run it in."""
 
     file: str
     sha256: str
+    digest: str
     bytes: int
     test_metric: dict[str, float]
     max_abs_diff: float
@@ -158,6 +163,23 @@ class Manifest(Model):
         if self.task != self.target.task:
             raise ValueError(f"task {self.task!r} differs from target.task {self.target.task!r}")
         return self
+
+    def digest_of(self, artifact: Artifact) -> str:
+        """One SHA-256 over what changes the predictions of `artifact`: the input, its
+        preprocessing, the outputs, the task and its target as this manifest records them, and
+        the checksum of the file the artifact reads. A reordered class name, a changed mean or
+        a file of another export all change it."""
+        parts = self.model_dump(mode="json", include=PREDICTIVE)
+        covered = {"manifest": parts, "files": {artifact.file: artifact.sha256}}
+        return hashlib.sha256(json.dumps(covered, sort_keys=True).encode()).hexdigest()
+
+    def sealed(self) -> "Manifest":
+        """This manifest with the digest of each artifact recorded in it."""
+        formats = {
+            name: artifact.model_copy(update={"digest": self.digest_of(artifact)})
+            for name, artifact in self.formats.items()
+        }
+        return self.model_copy(update={"formats": formats})
 
     @property
     def contract(self) -> Contract:

@@ -3,6 +3,7 @@
 No torch here: predict.py, which runs without torch, writes through these helpers too.
 """
 
+import errno
 import hashlib
 import json
 import math
@@ -12,6 +13,14 @@ import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from .console import UserError, cannot_write
+
+# What only a write can fail with: a full disk or quota, a file over the size limit, a read-only
+# filesystem. The user's environment, not a bug: one line rather than a traceback.
+WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS}
+# What a staged folder's name adds to its destination's.
+STAGING = ".staging"
 
 
 @contextmanager
@@ -48,6 +57,21 @@ def finite_or_none(data):
     if isinstance(data, list | tuple):
         return [finite_or_none(value) for value in data]
     return data
+
+
+@contextmanager
+def staged_folder(destination: Path, setting: str) -> Iterator[Path]:
+    """A new, empty folder beside `destination` to write into, removed if a write there fails
+    for want of room: the line names `destination`, whose disk is full, and the `setting` that
+    moves it (the run folder may be on another disk, with room)."""
+    staging = fresh_folder(destination.with_name(f"{destination.name}{STAGING}"))
+    try:
+        yield staging
+    except OSError as error:
+        if error.errno not in WRITE_ERRORS:
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UserError(cannot_write(destination, error, setting)) from None
 
 
 def fresh_folder(path: Path) -> Path:

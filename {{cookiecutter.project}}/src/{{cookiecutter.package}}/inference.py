@@ -59,6 +59,11 @@ def load_export(
     if sha256(model) != entry.sha256:
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
     check_manifest(manifest, session, manifest_path)
+    if manifest.digest_of(entry) != entry.digest:  # what the checks above cannot see
+        raise UserError(
+            f"{manifest_path} was edited after export: its input, preprocessing or target no "
+            f"longer match the digest recorded for {entry.file}; export again"
+        )
     return session, manifest
 
 

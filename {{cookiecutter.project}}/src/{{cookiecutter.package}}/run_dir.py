@@ -15,6 +15,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from .console import cannot_write, exit_with_error
 
+# The longest file name that most file systems take, where the system does not say.
+NAME_MAX = 255
 # Room that a new run directory must have: Hydra's .hydra/*.yaml and the log are a few KiB.
 PROBE_BYTES = 64 * 1024
 
@@ -45,7 +47,11 @@ class KeepRunRecords(Callback):
         run_dir = Path(config.hydra.run.dir).absolute()
         task_config = OmegaConf.to_container(config)
         del task_config["hydra"]
-        problem = other_run(run_dir, task_config) or unwritable(run_dir)
+        problem = (
+            name_too_long(run_dir, "hydra.run.dir")
+            or other_run(run_dir, task_config)
+            or unwritable(run_dir)
+        )
         # paths.output_dir, where the task writes its files, set apart from the run directory.
         written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
         if not problem and written and Path(written).absolute() != run_dir:
@@ -104,6 +110,23 @@ def flatten(node, prefix: str = "") -> Iterator[tuple[str, object]]:
         return
     for key, value in node.items():
         yield from flatten(value, f"{prefix}.{key}" if prefix else str(key))
+
+
+def name_too_long(path: Path, setting: str, suffix: str = "") -> str | None:
+    """Why `path` cannot be made: a name in it longer than its file system allows (with
+    `suffix`, which a staging folder beside it adds to its last name)."""
+    try:  # the root's file system: a folder below may not exist yet, or not be reachable
+        limit = os.pathconf(path.absolute().anchor, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = NAME_MAX
+    names = [*path.parts[:-1], path.name + suffix]
+    for name in names:
+        if len(os.fsencode(name)) > limit:
+            return (
+                f"{setting}={path}: the name {name[:24]}... is {len(os.fsencode(name))} bytes, "
+                f"longer than the {limit} the file system allows; choose a shorter one"
+            )
+    return None
 
 
 def unwritable(run_dir: Path, **setting: str) -> str | None:

@@ -26,6 +26,7 @@ from fastapi import Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
+from starlette.requests import ClientDisconnect
 
 from .console import TooLarge, UserError
 from .contract import Artifact, Manifest
@@ -107,10 +108,13 @@ async def read_body(request: Request, limit: int) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise refuse(413, f"the body is over max_request_bytes={limit}")
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise refuse(413, f"the body is over max_request_bytes={limit}")
+    except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback in the log
+        raise refuse(400, "the client disconnected before sending the whole body") from None
     if not body:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return bytes(body)

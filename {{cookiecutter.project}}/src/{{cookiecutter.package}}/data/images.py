@@ -15,6 +15,7 @@ from .. import targets
 from ..console import UserError
 from ..contract import Contract
 from ..kinds.image import (
+    BOMBS,
     SUFFIXES,
     Preprocessing,
     fit,
@@ -271,5 +272,5 @@ def header(path: Path) -> tuple[str, tuple[int, int]] | None:
     try:
         with Image.open(path) as image:
             return image.mode, image.size
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError):
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, *BOMBS):
         return None

@@ -30,6 +30,7 @@ def describe(path: Path, result: dict) -> Artifact:
     return Artifact(
         file=path.name,
         sha256=sha256(path),
+        digest="",  # recorded once the manifest holds everything it covers: Manifest.sealed
         bytes=result["bytes"],
         test_metric=result["metric"],
         max_abs_diff=worst_diff(result),
@@ -67,7 +68,7 @@ def manifest(
             "onnx": onnx.__version__,
             "onnxruntime": onnxruntime.__version__,
         },
-    )
+    ).sealed()
 
 
 def facts(name: str, path: Path, results: dict[str, dict]) -> dict:

@@ -18,6 +18,10 @@ SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 RESAMPLING = Image.Resampling.BILINEAR
 ORIENTATION = 0x0112  # the EXIF tag
 UPLOAD = "image/*"
+# An image whose header claims more pixels than Pillow's limit: Pillow only warns up to twice the
+# limit, then decodes it all. Refused, in every thread, before anything is decoded.
+BOMBS = (Image.DecompressionBombWarning, Image.DecompressionBombError)
+warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
 # What a request sends, for one-line refusals.
 REQUEST = 'images: send {"inputs": [raw values]}, or an image file as the form field "file"'
 
@@ -79,6 +83,11 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
             if has_exif and file.getexif().get(ORIENTATION, 1) != 1:
                 image = ImageOps.exif_transpose(file)
             return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
+    except BOMBS:
+        raise TooLarge(
+            f"{name} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
+            "made to exhaust memory); shrink or remove it"
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
         reason = str(error).split("\n")[0] or type(error).__name__
         raise UserError(f"{name} is not a readable image ({reason}); fix or remove it") from None
@@ -197,15 +206,13 @@ def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
 
 def from_upload(data: bytes, name: str, preprocessing: Preprocessing) -> np.ndarray:
     """An uploaded image; one that decodes to more pixels than Pillow's limit is refused before
-    it is decoded (Pillow itself only warns up to twice the limit)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", Image.DecompressionBombWarning)
-        try:
-            return from_files([data], preprocessing)
-        except (Image.DecompressionBombWarning, Image.DecompressionBombError):
-            raise TooLarge(f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
-        except UserError:
-            raise UserError(f"{name} is not an image that Pillow can read") from None
+    it is decoded."""
+    try:
+        return from_files([data], preprocessing)
+    except TooLarge:
+        raise TooLarge(f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
+    except UserError:
+        raise UserError(f"{name} is not an image that Pillow can read") from None
 
 
 def form(preprocessing: Preprocessing) -> dict:

@@ -288,7 +288,8 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
                     "numbers there"
                 )
             filled = numbers.fillna(spec.fill).to_numpy()
-            encoded[:, start] = (filled - spec.mean) / spec.std
+            with np.errstate(over="ignore"):  # beyond float32: infinite, refused as such
+                encoded[:, start] = (filled - spec.mean) / spec.std
             start += 1
             continue
         slots = positions(categories(values).fillna(spec.fill), spec.vocabulary)

@@ -17,10 +17,10 @@ from ..console import UserError, show
 from ..contract import manifest_schema
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
-from ..files import fresh_folder, move_files, save_json
+from ..files import STAGING, move_files, save_json, staged_folder
 from ..models import Transformer
 from ..options import FORMATS, FROM_ONNX, ExportOptions, validated
-from ..run_dir import unwritable
+from ..run_dir import name_too_long, unwritable
 
 # Each format is the module of its name in export/.
 MODULES = {name: importlib.import_module(f"..export.{name}", __package__) for name in FORMATS}
@@ -60,6 +60,9 @@ def savers(
 def checked_options(cfg: DictConfig) -> ExportOptions:
     """The export's options, checked before anything slow runs."""
     options = validated(ExportOptions, cfg, newest_opset=onnx.newest_opset())
+    problem = name_too_long(Path(options.output_dir), "output_dir", STAGING)
+    if problem:
+        raise UserError(problem)
     if Path(options.output_dir).is_file():
         raise UserError(f"output_dir={options.output_dir} is a file; pass a folder for the export")
     # Beside output_dir: the staging folder, and the export once it passed.
@@ -130,56 +133,56 @@ def export(cfg: DictConfig) -> dict:
             f"{options.ckpt_path} gives NaN or infinite outputs on the test samples (did training "
             "diverge?): nothing to check an export against; export an earlier checkpoint"
         )
-    destination = Path(options.output_dir)
-    staging = fresh_folder(destination.with_name(f"{destination.name}.staging"))
-
-    timing = {"batch_sizes": options.batch_sizes, **options.latency.model_dump()}
-    results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
-    files, save = {}, savers(options, net, samples, datamodule, staging)
-    for name in sorted(options.formats, key=lambda name: name in FROM_ONNX):
-        files[name] = staging / MODULES[name].FILE
-        how = save[name](files[name]) or {}
-        # Measured on the artifact as reloaded from disk, not on the object that wrote it.
-        results[name] = measured(
-            MODULES[name].load(files[name]), eager, inputs, timing, datamodule
-        )
-        results[name] |= how | report.facts(name, files[name], results)
-
-    failed = report.failures(results, options.atol, options.max_metric_drop)
-    summary = {
-        "atol": options.atol,
-        "max_metric_drop": options.max_metric_drop,
-        "passed": not failed,
-        "failures": failed,
-        "fastest_onnx_variant": report.fastest(results),
-        "results": results,
-    }
-    save_json(staging / "report.json", summary)
-    show(report.table(results, files))
-    if summary["fastest_onnx_variant"]:
-        by_size = summary["fastest_onnx_variant"].items()
-        show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
-    written = [path.name for path in files.values()]
-    # Model files of an earlier export that this one does not describe.
-    stale = [f.FILE for f in MODULES.values() if f.FILE not in written]
-    if failed:
-        if (destination / "manifest.json").exists():
-            raise UserError(
-                f"{failed[0]}; the earlier export in {destination} is unchanged, this attempt "
-                f"is in {staging} to inspect"
+    destination = Path(options.output_dir).absolute()  # output_dir=. has a name too
+    with staged_folder(destination, "output_dir=...") as staging:
+        timing = {"batch_sizes": options.batch_sizes, **options.latency.model_dump()}
+        results = {"eager": measured(eager, eager, inputs, timing, datamodule)}
+        files, save = {}, savers(options, net, samples, datamodule, staging)
+        for name in sorted(options.formats, key=lambda name: name in FROM_ONNX):
+            files[name] = staging / MODULES[name].FILE
+            how = save[name](files[name]) or {}
+            # Measured on the artifact as reloaded from disk, not on the object that wrote it.
+            results[name] = measured(
+                MODULES[name].load(files[name]), eager, inputs, timing, datamodule
             )
-        move_files(staging, destination, [*written, "report.json"], [*stale, report.SCHEMA])
-        staging.rmdir()
-        raise UserError(
-            f"{failed[0]}; the artifacts stay in {destination} to inspect, without manifest.json"
+            results[name] |= how | report.facts(name, files[name], results)
+
+        failed = report.failures(results, options.atol, options.max_metric_drop)
+        summary = {
+            "atol": options.atol,
+            "max_metric_drop": options.max_metric_drop,
+            "passed": not failed,
+            "failures": failed,
+            "fastest_onnx_variant": report.fastest(results),
+            "results": results,
+        }
+        save_json(staging / "report.json", summary)
+        show(report.table(results, files))
+        if summary["fastest_onnx_variant"]:
+            by_size = summary["fastest_onnx_variant"].items()
+            show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
+        written = [path.name for path in files.values()]
+        # Model files of an earlier export that this one does not describe.
+        stale = [f.FILE for f in MODULES.values() if f.FILE not in written]
+        if failed:
+            if (destination / "manifest.json").exists():
+                raise UserError(
+                    f"{failed[0]}; the earlier export in {destination} is unchanged, this attempt "
+                    f"is in {staging} to inspect"
+                )
+            move_files(staging, destination, [*written, "report.json"], [*stale, report.SCHEMA])
+            staging.rmdir()
+            raise UserError(
+                f"{failed[0]}; the artifacts stay in {destination} to inspect, without "
+                "manifest.json"
+            )
+        manifest = report.manifest(
+            files, results, datamodule.contract, options.opset, Path(options.ckpt_path)
         )
-    manifest = report.manifest(
-        files, results, datamodule.contract, options.opset, Path(options.ckpt_path)
-    )
-    save_json(staging / "manifest.json", manifest.to_dict())
-    save_json(staging / report.SCHEMA, manifest_schema(manifest))
-    kept = [*written, "report.json", "manifest.json", report.SCHEMA]
-    move_files(staging, destination, kept, stale)
-    staging.rmdir()
-    show(f"exported {', '.join(files)} to {destination}")
-    return summary
+        save_json(staging / "manifest.json", manifest.to_dict())
+        save_json(staging / report.SCHEMA, manifest_schema(manifest))
+        kept = [*written, "report.json", "manifest.json", report.SCHEMA]
+        move_files(staging, destination, kept, stale)
+        staging.rmdir()
+        show(f"exported {', '.join(files)} to {destination}")
+        return summary

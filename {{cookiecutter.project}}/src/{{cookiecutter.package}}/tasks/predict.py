@@ -8,6 +8,7 @@ from ..console import UserError, format_table, show
 from ..files import save_json
 from ..inference import load_export, non_finite, predictions, read_inputs, task_of
 from ..options import PredictOptions, validated
+from ..run_dir import name_too_long
 
 
 def source_name(source: dict) -> str:
@@ -24,6 +25,9 @@ def table_rows(prediction: dict, task: ModuleType) -> list[list[str]]:
 
 def checked_options(cfg) -> PredictOptions:
     options = validated(PredictOptions, cfg)
+    problem = name_too_long(Path(options.output_dir), "output_dir")
+    if problem:
+        raise UserError(problem)
     if Path(options.output_dir).is_file():
         raise UserError(
             f"output_dir={options.output_dir} is a file; pass a folder for predictions.json"

@@ -21,6 +21,14 @@ def api_key(variable: str | None) -> str | None:
     key = os.environ.get(variable) if variable else None
     if key is not None and not key.strip():
         raise UserError(f"{variable} is set but empty: set the API key, or unset {variable}")
+    # Clients encode headers differently beyond ASCII (curl sends UTF-8, Python Latin-1), and
+    # whitespace around a header value is dropped: such a key could never match.
+    odd = next((char for char in key or "" if not "!" <= char <= "~"), None)
+    if odd is not None:
+        raise UserError(
+            f"{variable} holds {odd!r}: an API key must be printable ASCII without spaces "
+            "(letters, digits, punctuation), which every client sends alike in X-API-Key"
+        )
     return key
 
 
