@@ -9,6 +9,7 @@ there with a 4xx and never reaches a worker, which only gets prepared float32 sa
 No torch here, directly or through LitServe (accelerator="cpu" keeps it from looking for one).
 """
 
+import asyncio
 import json
 import platform
 import secrets
@@ -32,12 +33,14 @@ from .contract import Artifact, Manifest
 from .inference import check_top_k, kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
 from .options import ServeOptions
-from .upstream import parsed_in_http_process, remove_litserve_routes
+from .upstream import parsed_in_http_process, read_deadline_protocol, remove_litserve_routes
 
 PAGE = Path(__file__).with_name("page.html")
 # Answered without the API key: a load balancer's probe, and a page that holds no data.
 OPEN_PATHS = ("/", "/health")
 REQUEST_KEYS = {"inputs", "rows", "top_k"}
+# Request headers larger than this close the connection (h11's own limit is 16 KiB).
+MAX_HEADER_BYTES = 64 * 1024
 # The options that GET /info shows, with whether an API key is required.
 SETTINGS_SHOWN = {
     "variant",
@@ -47,6 +50,8 @@ SETTINGS_SHOWN = {
     "batch_timeout",
     "max_request_bytes",
     "max_request_samples",
+    "read_timeout",
+    "max_connections",
 }
 
 
@@ -69,8 +74,9 @@ def refuse(status: int, reason: str) -> HTTPException:
 async def parsed_request(request: Request) -> Samples:
     """The samples of a POST /predict, or a 4xx with a one-line reason. Runs in the HTTP process
     (see the module's docstring); what it needs was put in `app.state` by `build_server`."""
-    manifest, limit = request.app.state.manifest, request.app.state.max_request_bytes
-    body = await read_body(request, limit)
+    state = request.app.state
+    manifest, limit = state.manifest, state.max_request_bytes
+    body = await read_body(request, limit, state.read_timeout)
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     top_k: object = request.query_params.get("top_k", 1)
     try:
@@ -100,14 +106,24 @@ async def parsed_request(request: Request) -> Samples:
     return Samples(inputs, top_k)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     """The body, refused as soon as it is known to be over `limit` bytes: by its Content-Length
-    before any of it is read, or while a chunked one arrives."""
+    before any of it is read, or while a chunked one arrives; and refused if it has not all
+    arrived within `timeout` seconds."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     body = bytearray()
-    async for chunk in request.stream():
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(chunks.__anext__(), deadline - loop.time())
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:
+            raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
         body += chunk
         if len(body) > limit:
             raise refuse(413, f"the body is over max_request_bytes={limit}")
@@ -244,6 +260,7 @@ def build_server(
     app.state.manifest, app.state.api_key = manifest, api_key
     app.state.max_request_bytes = options.max_request_bytes
     app.state.max_request_samples = options.max_request_samples
+    app.state.read_timeout = options.read_timeout
     settings = options.model_dump(include=SETTINGS_SHOWN)
     settings["api_key_required"] = api_key is not None
     about = info(manifest, variant_entry(manifest, options.variant, export_dir), settings)
@@ -259,6 +276,16 @@ def build_server(
     app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
     app.add_api_route("/", page_route, methods=["GET"])
     return server
+
+
+def connection_limits(options: ServeOptions) -> dict:
+    """What `LitServer.run` passes on to uvicorn so that slow or idle clients cannot hold the
+    server: a deadline for each request's headers (its body's is read_body's), and at most
+    `max_connections` connections per HTTP process, beyond which requests get 503."""
+    return {
+        "http": read_deadline_protocol(options.read_timeout, MAX_HEADER_BYTES),
+        "limit_concurrency": options.max_connections,
+    }
 
 
 def info(manifest: Manifest, model: Artifact, settings: dict) -> dict:
