@@ -122,7 +122,7 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
             chunk = await asyncio.wait_for(chunks.__anext__(), deadline - loop.time())
         except StopAsyncIteration:
             break
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError:  # noqa: UP041  (the builtin one only from Python 3.11)
             raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
         body += chunk
         if len(body) > limit:

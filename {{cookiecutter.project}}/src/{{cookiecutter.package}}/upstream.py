@@ -179,7 +179,7 @@ def remove_litserve_routes(app, paths: tuple[str, ...]) -> None:
     ]
 
 
-# --- uvicorn (0.54) --------------------------------------------------------------------------------
+# --- uvicorn (0.54) ------------------------------------------------------------------------------
 
 
 def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
