@@ -179,6 +179,16 @@ def remove_litserve_routes(app, paths: tuple[str, ...]) -> None:
     ]
 
 
+def take_litserve_route(app, path: str) -> Callable[..., Any]:
+    """The endpoint of LitServe's GET route at `path`, removed from `app` so that a route of the
+    project's own can call it: LitServe 0.2.19's GET /health, `health(request)`, answers
+    "ok" (200) or "not ready" (503) as plain text, with no option for JSON. Relies on: the
+    route's `endpoint`, and `router.routes` as in remove_litserve_routes."""
+    (route,) = [route for route in app.router.routes if getattr(route, "path", None) == path]
+    app.router.routes.remove(route)
+    return route.endpoint
+
+
 # --- uvicorn (0.54) ------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..console import TooLarge, UserError
 from ..contract import Preprocessing as BasePreprocessing
+from . import arrays, number
 
 # The image files that the images datamodule reads and predict accepts.
 SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -18,6 +19,8 @@ SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 RESAMPLING = Image.Resampling.BILINEAR
 ORIENTATION = 0x0112  # the EXIF tag
 UPLOAD = "image/*"
+# The media types of SUFFIXES, as the API's description lists them.
+UPLOAD_TYPES = ["image/bmp", "image/gif", "image/jpeg", "image/png", "image/tiff", "image/webp"]
 # What a request sends, for one-line refusals.
 REQUEST = 'images: send {"inputs": [raw values]}, or an image file as the form field "file"'
 
@@ -165,7 +168,16 @@ def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) ->
         )
     if not len(batch):
         raise UserError(f"{source} holds no samples")
-    return normalize(batch.astype(np.float32), preprocessing).astype(np.float32)
+    raw = batch.astype(np.float32)
+    low, high = preprocessing.value_range
+    # Values beyond float32 are infinite here, and refused as such where inputs are checked.
+    outside = raw[np.isfinite(raw) & ((raw < low) | (raw > high))]
+    if len(outside):
+        raise UserError(
+            f"{source} holds values from {outside.min():g} to {outside.max():g}, outside "
+            f"{low:g}..{high:g}: raw values as the training data stores them (value_range)"
+        )
+    return normalize(raw, preprocessing).astype(np.float32)
 
 
 def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
@@ -183,6 +195,16 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
             "or a .npy array of raw images"
         )
     return from_files(files, preprocessing), [{"file": str(f), "index": None} for f in files]
+
+
+def json_forms(preprocessing: Preprocessing) -> dict:
+    """Raw values of the model's shape, one sample or several (and without the channel axis
+    where there is one channel), as from_arrays takes them."""
+    shape = tuple(input_shape(preprocessing))
+    shapes = [(None, *shape), shape]
+    if shape[0] == 1:
+        shapes += [(None, *shape[1:]), shape[1:]]
+    return {"inputs": arrays(*shapes, values=number(*preprocessing.value_range))}
 
 
 def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
