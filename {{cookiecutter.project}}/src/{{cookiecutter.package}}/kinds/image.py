@@ -236,7 +236,20 @@ def form(preprocessing: Preprocessing) -> dict:
         "type": "file",
         "accept": UPLOAD,
         "about": f"Input: an image of any size, resized to {size}x{size} as in training.",
+        "hint": brightness_hint(preprocessing),
     }
+
+
+def brightness_hint(preprocessing: Preprocessing) -> str | None:
+    """What the training images looked like, from their mean brightness: mostly dark ones (such
+    as light strokes on a dark background) or mostly light ones; None if neither."""
+    low, high = preprocessing.value_range
+    brightness = (float(np.mean(preprocessing.mean)) - low) / (high - low)
+    if brightness < 1 / 3:
+        return "The training images are mostly dark, e.g. light shapes on a dark background."
+    if brightness > 2 / 3:
+        return "The training images are mostly light, e.g. dark shapes on a light background."
+    return None
 
 
 def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
