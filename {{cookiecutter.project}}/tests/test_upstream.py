@@ -269,7 +269,11 @@ def test_litserve_runs_decode_request_s_dependency_and_adds_routes_that_make_way
     assert asyncio.run(get(app, "GET", "/info"))[0] == 200
     upstream.remove_litserve_routes(app, ("/", "/info"))
     assert asyncio.run(get(app, "GET", "/"))[0] == asyncio.run(get(app, "GET", "/info"))[0] == 404
-    assert "/health" in {getattr(route, "path", None) for route in app.router.routes}
+    health = upstream.take_litserve_route(app, "/health")
+    assert "/health" not in {getattr(route, "path", None) for route in app.router.routes}
+    # What serving's /health awaits (its answers come from a running server: test_serve_http).
+    assert inspect.iscoroutinefunction(health)
+    assert list(inspect.signature(health).parameters) == ["request"]
 
 
 def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_headers():
