@@ -7,6 +7,9 @@ import asyncio
 import io
 import json
 import socket
+import subprocess
+import sys
+import zlib
 
 import aiohttp
 import numpy as np
@@ -70,7 +73,8 @@ def post(server, **options):
 
 
 def test_health_page_and_info_without_torch_on_127_0_0_1(server, digits_export):
-    assert call("GET", f"{server.url}/health").text == "ok"  # open: no key needed
+    health = call("GET", f"{server.url}/health")  # open: no key needed
+    assert health.json() == {"status": "ok"}
     page = call("GET", f"{server.url}/")
     assert page.status == 200 and "Try the model" in page.text and '"type": "file"' in page.text
     info = call("GET", f"{server.url}/info", headers=AUTH).json()
@@ -104,6 +108,8 @@ def test_answers_are_predict_py_s(server, digits, expected):
         assert answer.json()["predictions"] == expected["pngs"][index : index + 1]
     query = post(server, data=Upload(digits["pngs"][0].read_bytes()), params={"top_k": "3"})
     assert len(query.json()["predictions"][0]["top"]) == 3
+    both = post(server, json={"inputs": images[7].tolist(), "top_k": 2}, params={"top_k": "4"})
+    assert len(both.json()["predictions"][0]["top"]) == 2  # the body's counts
 
 
 class Chunked:
@@ -158,7 +164,22 @@ BAD_REQUESTS = {
     "top_k 0": (dict(json={"inputs": DIGIT, "top_k": 0}), 422, "top_k=0 must be a whole number"),
     "top_k true": (dict(json={"inputs": DIGIT, "top_k": True}), 422, "top_k=True must be"),
     "top_k text": (dict(json={"inputs": DIGIT}, params={"top_k": "all"}), 422, "top_k=all"),
-    "rows": (dict(json={"rows": [{"a": 1}]}), 422, "holds table rows, but the model takes images"),
+    "top_k text beside the body's": (
+        dict(json={"inputs": DIGIT, "top_k": 3}, params={"top_k": "all"}),
+        422,
+        "top_k=all must be a whole number of at least 1",
+    ),
+    "a boolean among numbers": (
+        dict(json={"inputs": [[1.0] * 7 + [True]] * 8}),
+        422,
+        "inputs: input should be a valid number, got true",
+    ),
+    "rows": (dict(json={"rows": [{"a": 1}]}), 422, 'this model takes images: send {"inputs"'),
+    "outside value_range": (
+        dict(json={"inputs": [DIGIT, (np.ones((8, 8)) * 17).tolist()]}),
+        422,
+        "inputs holds values from 17 to 17, outside 0..16: raw values as the training data",
+    ),
     "not an image": (dict(data=Upload(b"not a png")), 400, "is not an image that Pillow can read"),
     "empty image": (dict(data=Upload(b"")), 400, "is not an image that Pillow can read"),
     "truncated image": (dict(data=Upload(PNG.getvalue()[:40])), 400, "not an image"),
@@ -240,3 +261,49 @@ def test_without_the_api_key_predict_and_info_get_401(server):
         assert answer.status == 401
         assert answer.json()["detail"] == f"missing or wrong API key: send it in the {KEY_HEADER}"
     assert call("GET", f"{url}/health").status == call("GET", f"{url}/").status == 200
+
+
+def test_openapi_json_describes_the_json_forms_the_upload_and_every_answer(server):
+    document = call("GET", f"{server.url}/openapi.json").json()  # open: it holds no data
+    predict = document["paths"]["/predict"]["post"]
+    assert set(predict["requestBody"]["content"]) == {"application/json", "multipart/form-data"}
+    (inputs,) = predict["requestBody"]["content"]["application/json"]["schema"]["oneOf"]
+    request = document["components"]["schemas"][inputs["$ref"].split("/")[-1]]
+    assert set(request["properties"]) == {"inputs", "top_k"}
+    statuses = {"200", "400", "401", "408", "413", "415", "422", "503", "504"}
+    assert set(predict["responses"]) == statuses
+    assert predict["security"] == [{"APIKey": []}]
+    assert {"/health", "/info", "/"} < set(document["paths"])
+
+
+def test_schemathesis_with_every_check_finds_nothing(server, tmp_path):
+    """Schemathesis, a validator written elsewhere, generates requests from /openapi.json
+    (a bounded number per operation) and checks every answer against it.
+
+    One allowance: Schemathesis draws an upload's bytes (OpenAPI's format "binary") from files
+    of any format or random bytes, whatever media types the document names, and the server
+    rightly refuses those that are no image with 400. Nothing else answers 400 to a request
+    that the document calls valid (400 is for bodies that are not JSON or not a form)."""
+    (tmp_path / "schemathesis.toml").write_text(
+        '[checks.positive_data_acceptance]\nexpected-statuses = ["2xx", "400"]\n'
+    )
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "--config-file=schemathesis.toml",
+            "run",
+            f"{server.url}/openapi.json",
+            "--checks=all",
+            "--max-examples=20",
+            "--seed=1",
+            f"--header=X-API-Key: {KEY}",
+            "--no-color",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]

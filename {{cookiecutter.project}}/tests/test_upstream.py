@@ -9,6 +9,7 @@ import logging
 import pickle
 import re
 import signal
+import socket
 import sys
 import warnings
 from argparse import Namespace
@@ -19,6 +20,7 @@ import litserve as ls
 import pytest
 import pytorch_lightning as pl
 import torch
+import uvicorn
 import wandb
 from fastapi import HTTPException, Request
 from hydra.errors import CompactHydraException
@@ -271,4 +273,51 @@ def test_litserve_runs_decode_request_s_dependency_and_adds_routes_that_make_way
     assert asyncio.run(get(app, "GET", "/info"))[0] == 200
     upstream.remove_litserve_routes(app, ("/", "/info"))
     assert asyncio.run(get(app, "GET", "/"))[0] == asyncio.run(get(app, "GET", "/info"))[0] == 404
-    assert "/health" in {getattr(route, "path", None) for route in app.router.routes}
+    health = upstream.take_litserve_route(app, "/health")
+    assert "/health" not in {getattr(route, "path", None) for route in app.router.routes}
+    # What serving's /health awaits (its answers come from a running server: test_serve_http).
+    assert inspect.iscoroutinefunction(health)
+    assert list(inspect.signature(health).parameters) == ["request"]
+
+
+def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_headers():
+    async def app(scope, receive, send):  # answers every request "ok"
+        if scope["type"] == "http":
+            headers = [(b"content-length", b"2")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": b"ok"})
+
+    async def run():
+        protocol = upstream.read_deadline_protocol(read_timeout=0.5, max_header_bytes=1000)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, http=protocol, log_level="error")
+        )
+        serving = asyncio.create_task(server.serve())
+        while not server.started:
+            await asyncio.sleep(0.05)
+
+        async def sent(data: bytes) -> bytes:
+            """What the server sends until it closes a connection on which `data` was sent."""
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(data)
+            got = await asyncio.wait_for(reader.read(), 30)
+            writer.close()
+            return got
+
+        request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+        try:
+            return await asyncio.gather(
+                sent(b"GET / HTTP/1.1\r\nHost: 12"),  # never completed
+                sent(b"GET / HTTP/1.1\r\n" + b"X-A: b\r\n" * 200),  # 1,600 bytes of headers
+                sent(request + b"G"),  # answered, then the next request never completed
+            )
+        finally:
+            server.should_exit = True
+            await serving
+
+    partial, oversized, after_an_answer = asyncio.run(run())
+    assert partial == oversized == b""
+    assert after_an_answer.startswith(b"HTTP/1.1 200 ") and after_an_answer.endswith(b"ok")

@@ -199,6 +199,11 @@ class ServeOptions(Options):
     batch_timeout: Annotated[float, number(below=REQUEST_TIMEOUT, noun="seconds")]
     max_request_bytes: Annotated[int, whole(1)]
     max_request_samples: Annotated[int, whole(1)]
+    # Seconds to receive a request's headers, then its body; connections held per HTTP process.
+    read_timeout: Annotated[
+        float, Field(strict=True, gt=0, description="seconds, a number above 0, e.g. 10")
+    ]
+    max_connections: Annotated[int, whole(1)]
     api_key_env: str | None
     log_level: Literal["critical", "error", "warning", "info", "debug", "trace"]
 

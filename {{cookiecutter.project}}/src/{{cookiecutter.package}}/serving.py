@@ -9,6 +9,7 @@ there with a 4xx and never reaches a worker, which only gets prepared float32 sa
 No torch here, directly or through LitServe (accelerator="cpu" keeps it from looking for one).
 """
 
+import asyncio
 import json
 import platform
 import secrets
@@ -24,21 +25,31 @@ import onnxruntime as ort
 import python_multipart  # noqa: F401  (starlette parses uploads with it, and fails without)
 from fastapi import Depends, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import ValidationError
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException, MultiPartParser
 from starlette.requests import ClientDisconnect
 
+from .api import document, request_models
+from .api import top_k as api_top_k
 from .console import TooLarge, UserError
 from .contract import Artifact, Manifest
-from .inference import check_top_k, kind_of, load_export, non_finite, variant_entry
+from .inference import kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
 from .options import ServeOptions
-from .upstream import parsed_in_http_process, remove_litserve_routes
+from .upstream import (
+    parsed_in_http_process,
+    read_deadline_protocol,
+    remove_litserve_routes,
+    take_litserve_route,
+)
 
 PAGE = Path(__file__).with_name("page.html")
 # Answered without the API key: a load balancer's probe, and a page that holds no data.
-OPEN_PATHS = ("/", "/health")
+OPEN_PATHS = ("/", "/health", "/openapi.json")
 REQUEST_KEYS = {"inputs", "rows", "top_k"}
+# Request headers larger than this close the connection (h11's own limit is 16 KiB).
+MAX_HEADER_BYTES = 64 * 1024
 # The options that GET /info shows, with whether an API key is required.
 SETTINGS_SHOWN = {
     "variant",
@@ -48,6 +59,8 @@ SETTINGS_SHOWN = {
     "batch_timeout",
     "max_request_bytes",
     "max_request_samples",
+    "read_timeout",
+    "max_connections",
 }
 
 
@@ -70,22 +83,23 @@ def refuse(status: int, reason: str) -> HTTPException:
 async def parsed_request(request: Request) -> Samples:
     """The samples of a POST /predict, or a 4xx with a one-line reason. Runs in the HTTP process
     (see the module's docstring); what it needs was put in `app.state` by `build_server`."""
-    manifest, limit = request.app.state.manifest, request.app.state.max_request_bytes
-    body = await read_body(request, limit)
+    state = request.app.state
+    manifest, limit = state.manifest, state.max_request_bytes
+    body = await read_body(request, limit, state.read_timeout)
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    top_k: object = request.query_params.get("top_k", 1)
+    query = request.query_params.get("top_k")
     try:
+        top_k = None if query is None else api_top_k(query)
         if media_type == "multipart/form-data":
             inputs = await from_upload(request, body, manifest, limit)
         elif media_type in ("application/json", ""):
-            inputs, top_k = from_json(body, manifest, top_k)
+            inputs, top_k = from_json(body, manifest, state.requests, top_k)
         else:
             raise refuse(
                 415,
                 f"Content-Type {media_type} is not accepted: send application/json, or an image "
                 "as multipart/form-data",
             )
-        top_k = check_top_k(int(top_k) if isinstance(top_k, str) and top_k.isdigit() else top_k)
     except UserError as error:
         raise refuse(422, str(error)) from None
     most = request.app.state.max_request_samples
@@ -98,31 +112,43 @@ async def parsed_request(request: Request) -> Samples:
         listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
         which = f"sample {listed} holds" if len(invalid) == 1 else f"samples {listed} hold"
         raise refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
-    return Samples(inputs, top_k)
+    return Samples(inputs, 1 if top_k is None else top_k)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
+async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     """The body, refused as soon as it is known to be over `limit` bytes: by its Content-Length
-    before any of it is read, or while a chunked one arrives."""
+    before any of it is read, or while a chunked one arrives; and refused if it has not all
+    arrived within `timeout` seconds."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     body = bytearray()
-    try:
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > limit:
-                raise refuse(413, f"the body is over max_request_bytes={limit}")
-    except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback in the log
-        raise refuse(400, "the client disconnected before sending the whole body") from None
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    chunks = request.stream().__aiter__()
+    while True:
+        try:
+            chunk = await asyncio.wait_for(chunks.__anext__(), deadline - loop.time())
+        except StopAsyncIteration:
+            break
+        except asyncio.TimeoutError:  # noqa: UP041  (the builtin one only from Python 3.11)
+            raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
+        except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback
+            raise refuse(400, "the client disconnected before sending the whole body") from None
+        body += chunk
+        if len(body) > limit:
+            raise refuse(413, f"the body is over max_request_bytes={limit}")
     if not body:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return bytes(body)
 
 
-def from_json(body: bytes, manifest: Manifest, top_k) -> tuple[np.ndarray, object]:
+def from_json(
+    body: bytes, manifest: Manifest, models: dict, top_k: int | None
+) -> tuple[np.ndarray, int | None]:
     """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}` (as the input
-    kind takes them), and the request's top_k (the body's, else the query's)."""
+    kind takes them), checked with the request `models` (api.py), and the request's top_k: the
+    body's, else the query's (`top_k`, checked, None if the query has none)."""
 
     def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
         raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
@@ -139,9 +165,31 @@ def from_json(body: bytes, manifest: Manifest, top_k) -> tuple[np.ndarray, objec
         got = f"keys {sorted(payload)}" if isinstance(payload, dict) else type(payload).__name__
         expected = 'expected {"inputs": [...]} or {"rows": [...]}, and "top_k"'
         raise refuse(422, f"{expected}; got {got}")
+    kind = kind_of(manifest)
+    key = "inputs" if "inputs" in payload else "rows"
+    if key not in models:  # a form the kind does not take: its own line says what it takes
+        kind.from_json(payload, manifest.preprocessing)
+    try:
+        validated = models[key].model_validate(payload)
+    except ValidationError as error:
+        raise refuse(422, refusal(error, payload, manifest)) from None
     with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: refused as infinite
-        inputs = kind_of(manifest).from_json(payload, manifest.preprocessing)
-    return inputs, payload.get("top_k", top_k)
+        inputs = kind.from_json(payload, manifest.preprocessing)
+    return inputs, validated.top_k if "top_k" in payload else top_k  # the body's counts
+
+
+def refusal(error: ValidationError, payload: dict, manifest: Manifest) -> str:
+    """The one line for a JSON body that the request model refused: the input kind's own where
+    it has one (it says best what the model takes), else the first of Pydantic's."""
+    problem = min(error.errors(), key=lambda e: e["type"] != "float_type")  # numbers first
+    if problem["loc"][0] == "top_k":
+        api_top_k(problem["input"])
+    with np.errstate(over="ignore", invalid="ignore"):
+        kind_of(manifest).from_json(payload, manifest.preprocessing)
+    message = problem["msg"]
+    got = json.dumps(problem["input"])
+    got = got if len(got) <= 40 else f"{got[:40]}..."
+    return f"{problem['loc'][0]}: {message[0].lower()}{message[1:]}, got {got}"
 
 
 async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: int) -> np.ndarray:
@@ -163,6 +211,9 @@ async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: 
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise refuse(422, 'send the file in the form field "file"')
+    others = sorted(set(form.keys()) - {"file"})
+    if others:
+        raise refuse(422, f'send the file in the form field "file" alone; got also {others}')
     name, data = upload.filename or "the upload", await upload.read()
     try:
         return kind.from_upload(data, name, manifest.preprocessing)
@@ -229,8 +280,8 @@ class ExportAPI(ls.LitAPI):
 def build_server(
     export_dir: Path, manifest: Manifest, options: ServeOptions, api_key: str | None
 ) -> ls.LitServer:
-    """The server of an export whose manifest is checked: POST /predict, GET /health (LitServe's
-    own), GET /info and the page at /."""
+    """The server of an export whose manifest is checked: POST /predict, GET /health, GET /info,
+    GET /openapi.json and the page at /."""
     api = ExportAPI(
         str(export_dir),
         options.variant,
@@ -239,7 +290,8 @@ def build_server(
         batch_timeout=options.batch_timeout,
     )
     # accelerator="cpu": "auto" imports torch to look for a GPU. onnxruntime chooses its own
-    # providers. No OpenAPI pages: /predict reads its body itself, so they would describe nothing.
+    # providers. Not FastAPI's OpenAPI document: /predict reads its body itself, so that one
+    # would describe none; api.py's describes it, and no pages that load scripts from the web.
     server = ls.LitServer(
         api, accelerator="cpu", workers_per_device=options.workers, disable_openapi_url=True
     )
@@ -248,10 +300,14 @@ def build_server(
     app.state.manifest, app.state.api_key = manifest, api_key
     app.state.max_request_bytes = options.max_request_bytes
     app.state.max_request_samples = options.max_request_samples
+    app.state.read_timeout = options.read_timeout
+    app.state.requests = request_models(manifest)
     settings = options.model_dump(include=SETTINGS_SHOWN)
     settings["api_key_required"] = api_key is not None
     about = info(manifest, variant_entry(manifest, options.variant, export_dir), settings)
     html = page(manifest)
+    openapi = document(manifest, "Predictions of the model", version("litserve"), bool(api_key))
+    litserve_health = take_litserve_route(app, "/health")
 
     async def info_route():
         return JSONResponse(about)
@@ -259,10 +315,31 @@ def build_server(
     async def page_route():
         return HTMLResponse(html)
 
+    async def openapi_route():
+        return JSONResponse(openapi)
+
+    async def health_route(request: Request):
+        # LitServe's check, whether every worker is ready, answered as JSON.
+        ready = (await litserve_health(request)).status_code == 200
+        status = "ok" if ready else "not ready"
+        return JSONResponse({"status": status}, status_code=200 if ready else 503)
+
     remove_litserve_routes(app, ("/", "/info"))  # LitServe's own, which would answer first
+    app.add_api_route("/health", health_route, methods=["GET"])
+    app.add_api_route("/openapi.json", openapi_route, methods=["GET"])
     app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
     app.add_api_route("/", page_route, methods=["GET"])
     return server
+
+
+def connection_limits(options: ServeOptions) -> dict:
+    """What `LitServer.run` passes on to uvicorn so that slow or idle clients cannot hold the
+    server: a deadline for each request's headers (its body's is read_body's), and at most
+    `max_connections` connections per HTTP process, beyond which requests get 503."""
+    return {
+        "http": read_deadline_protocol(options.read_timeout, MAX_HEADER_BYTES),
+        "limit_concurrency": options.max_connections,
+    }
 
 
 def info(manifest: Manifest, model: Artifact, settings: dict) -> dict:

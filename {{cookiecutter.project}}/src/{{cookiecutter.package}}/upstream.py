@@ -177,3 +177,53 @@ def remove_litserve_routes(app, paths: tuple[str, ...]) -> None:
     app.router.routes[:] = [
         route for route in app.router.routes if getattr(route, "path", None) not in paths
     ]
+
+
+def take_litserve_route(app, path: str) -> Callable[..., Any]:
+    """The endpoint of LitServe's GET route at `path`, removed from `app` so that a route of the
+    project's own can call it: LitServe 0.2.19's GET /health, `health(request)`, answers
+    "ok" (200) or "not ready" (503) as plain text, with no option for JSON. Relies on: the
+    route's `endpoint`, and `router.routes` as in remove_litserve_routes."""
+    (route,) = [route for route in app.router.routes if getattr(route, "path", None) == path]
+    app.router.routes.remove(route)
+    return route.endpoint
+
+
+# --- uvicorn (0.54) ------------------------------------------------------------------------------
+
+
+def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
+    """uvicorn's HTTP protocol (httptools where installed, else h11) that closes a connection
+    whose next request's headers have not arrived within `read_timeout` seconds, counted from
+    the connection's opening or from the end of its last answer, or that sends more than
+    `max_header_bytes` before they are complete. uvicorn has no such deadline: a client that
+    sends part of its headers, or nothing, holds its connection for ever. Relies on: the
+    protocol's `loop`, `transport`, `connection_made`, `data_received`, `on_response_complete`
+    and `cycle` (the request being answered, replaced once the next one's headers are read)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class ReadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self.wait_for_headers()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self.wait_for_headers()
+
+        def wait_for_headers(self) -> None:
+            self.answered, self.header_bytes = self.cycle, 0
+            self.loop.call_later(read_timeout, self.close_if_waiting, self.cycle)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self.cycle is self.answered:  # still no complete headers
+                self.header_bytes += len(data)
+                if self.header_bytes > max_header_bytes:
+                    self.transport.close()
+
+        def close_if_waiting(self, answered) -> None:
+            if self.cycle is answered and not self.transport.is_closing():
+                self.transport.close()
+
+    return ReadDeadline

@@ -13,8 +13,13 @@ A kind module defines, with numpy, Pillow or pandas and never torch:
 - `from_arrays(array, preprocessing, source) -> inputs`: raw values as the dataset stores them
   (a .npy file, a request's `inputs`);
 - `from_json(payload, preprocessing) -> inputs`: a request's JSON body (`inputs` or `rows`);
+- `json_forms(preprocessing) -> dict`: the keys a request's JSON body may give its samples
+  under (one per request), each with the type of its value, for the server's Pydantic models
+  and OpenAPI document (`arrays(...)` below builds arrays of numbers): exactly what
+  `from_json` takes;
 - `REQUEST`: what a request sends, for one-line refusals;
 - `UPLOAD`: what the page's file chooser accepts (e.g. "image/*"), or None; if not None,
+  `UPLOAD_TYPES`, the media types it stands for, and
   `from_upload(data, name, preprocessing) -> inputs` for an uploaded file's bytes (a
   `console.TooLarge` for one too large to decode);
 - `form(preprocessing) -> dict`: what the page asks for (`{"type": "file" | "fields", ...}`);
@@ -26,9 +31,40 @@ Inputs are float32 arrays of (N, *input_shape); a bad one is a UserError with on
 
 import sys
 from types import ModuleType
+from typing import Annotated, Any, Union
+
+from pydantic import Field
 
 from .. import plugins
+
+# The largest float32: the model's inputs are float32, larger values are refused as infinite.
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+def number(low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX) -> Any:
+    """A JSON number (booleans, text and null are not) that the schema says lies in low..high;
+    the kind refuses one beyond them, in a line of its own."""
+    return Annotated[
+        float, Field(strict=True, json_schema_extra={"minimum": low, "maximum": high})
+    ]
+
+
+Number = number()
 
 
 def get(kind: str) -> ModuleType:
     return plugins.find(sys.modules[__name__], kind, "input kind")
+
+
+def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
+    """The type of nested JSON arrays of `values` of any of `shapes`, None for the sample axis
+    (one sample or more)."""
+
+    def nested(shape: tuple[int | None, ...]) -> Any:
+        if not shape:
+            return values
+        size, *inner = shape
+        length = Field(min_length=1) if size is None else Field(min_length=size, max_length=size)
+        return Annotated[list[nested(tuple(inner))], length]  # type: ignore[misc]
+
+    return Union[tuple(nested(shape) for shape in shapes)]  # noqa: UP007  (a built union)

@@ -10,6 +10,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..console import TooLarge, UserError
 from ..contract import Preprocessing as BasePreprocessing
+from . import arrays, number
 
 # The image files that the images datamodule reads and predict accepts.
 SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -22,6 +23,8 @@ UPLOAD = "image/*"
 # limit, then decodes it all. Refused, in every thread, before anything is decoded.
 BOMBS = (Image.DecompressionBombWarning, Image.DecompressionBombError)
 warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+# The media types of SUFFIXES, as the API's description lists them.
+UPLOAD_TYPES = ["image/bmp", "image/gif", "image/jpeg", "image/png", "image/tiff", "image/webp"]
 # What a request sends, for one-line refusals.
 REQUEST = 'images: send {"inputs": [raw values]}, or an image file as the form field "file"'
 
@@ -174,7 +177,16 @@ def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) ->
         )
     if not len(batch):
         raise UserError(f"{source} holds no samples")
-    return normalize(batch.astype(np.float32), preprocessing).astype(np.float32)
+    raw = batch.astype(np.float32)
+    low, high = preprocessing.value_range
+    # Values beyond float32 are infinite here, and refused as such where inputs are checked.
+    outside = raw[np.isfinite(raw) & ((raw < low) | (raw > high))]
+    if len(outside):
+        raise UserError(
+            f"{source} holds values from {outside.min():g} to {outside.max():g}, outside "
+            f"{low:g}..{high:g}: raw values as the training data stores them (value_range)"
+        )
+    return normalize(raw, preprocessing).astype(np.float32)
 
 
 def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
@@ -192,6 +204,16 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
             "or a .npy array of raw images"
         )
     return from_files(files, preprocessing), [{"file": str(f), "index": None} for f in files]
+
+
+def json_forms(preprocessing: Preprocessing) -> dict:
+    """Raw values of the model's shape, one sample or several (and without the channel axis
+    where there is one channel), as from_arrays takes them."""
+    shape = tuple(input_shape(preprocessing))
+    shapes = [(None, *shape), shape]
+    if shape[0] == 1:
+        shapes += [(None, *shape[1:]), shape[1:]]
+    return {"inputs": arrays(*shapes, values=number(*preprocessing.value_range))}
 
 
 def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
@@ -221,7 +243,20 @@ def form(preprocessing: Preprocessing) -> dict:
         "type": "file",
         "accept": UPLOAD,
         "about": f"Input: an image of any size, resized to {size}x{size} as in training.",
+        "hint": brightness_hint(preprocessing),
     }
+
+
+def brightness_hint(preprocessing: Preprocessing) -> str | None:
+    """What the training images looked like, from their mean brightness: mostly dark ones (such
+    as light strokes on a dark background) or mostly light ones; None if neither."""
+    low, high = preprocessing.value_range
+    brightness = (float(np.mean(preprocessing.mean)) - low) / (high - low)
+    if brightness < 1 / 3:
+        return "The training images are mostly dark, e.g. light shapes on a dark background."
+    if brightness > 2 / 3:
+        return "The training images are mostly light, e.g. dark shapes on a light background."
+    return None
 
 
 def check(preprocessing: Preprocessing, shape: list, where: str) -> None:

@@ -10,12 +10,13 @@ from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, StrictStr, TypeAdapter, create_model, model_validator
 
 from ..columns import categories, date_format, datetimes, nested, numeric_column, positions
 from ..console import UserError
 from ..contract import Model
 from ..contract import Preprocessing as BasePreprocessing
+from . import Number, arrays
 
 SUFFIXES = (".csv", ".parquet", ".pq")
 READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
@@ -333,6 +334,30 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
         )
     inputs = from_rows(read_table(path), preprocessing, str(path))
     return inputs, [{"file": str(path), "index": index} for index in range(len(inputs))]
+
+
+def json_forms(preprocessing: Preprocessing) -> dict:
+    """Rows of every column (null where a value is missing; a categorical value may be a
+    number, and columns the model does not use may come too), or raw numbers in column order."""
+    value = Number | StrictStr | None
+    # Field names of their own: a column's name may be anything, "_private" or "model_config".
+    columns: dict = {
+        f"column_{index}": (
+            Number | None if isinstance(column, Numeric) else value,
+            Field(alias=column.name, title=column.name),
+        )
+        for index, column in enumerate(preprocessing.columns)
+    }
+    others = TypeAdapter(value).json_schema()
+    config = ConfigDict(
+        extra="allow", strict=True, json_schema_extra={"additionalProperties": others}
+    )
+    row = create_model("Row", __config__=config, __doc__="One table row.", **columns)
+    width = len(preprocessing.names)
+    return {
+        "rows": Annotated[list[row], Field(min_length=1)],  # type: ignore[valid-type]
+        "inputs": arrays((None, width), (width,)),
+    }
 
 
 def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:

@@ -83,7 +83,7 @@ def serve(cfg) -> None:
     key = api_key(options.api_key_env)
     check_port(options.host, options.port)
     try:
-        from ..serving import build_server
+        from ..serving import build_server, connection_limits
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in SERVE_PACKAGES:
             raise
@@ -105,4 +105,5 @@ def serve(cfg) -> None:
             port=options.port,
             log_level=options.log_level,
             generate_client_file=False,
+            **connection_limits(options),
         )
