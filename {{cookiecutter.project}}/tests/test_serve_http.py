@@ -9,7 +9,6 @@ import json
 import socket
 import subprocess
 import sys
-import zlib
 
 import aiohttp
 import numpy as np

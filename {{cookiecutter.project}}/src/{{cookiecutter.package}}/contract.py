@@ -200,7 +200,8 @@ class Manifest(Model):
 M = TypeVar("M", bound=Model)
 
 
-def validated(model: type[M], data: Any, source: str, advice: str = "") -> M:
+# A TypeVar, not `def validated[M: Model]`: the project supports Pythons before 3.12.
+def validated(model: type[M], data: Any, source: str, advice: str = "") -> M:  # noqa: UP047
     """`model` from `data`, or a UserError naming the first field that is missing or wrong."""
     try:
         return model.model_validate(data)
