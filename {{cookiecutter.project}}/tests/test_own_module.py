@@ -135,6 +135,9 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
         "export.py",
         f"ckpt_path={best}",  # every default format
         "latency.repeats=3",
+        # A linear layer over 3,072 pixel values sums more float32 rounding than the default
+        # tolerance allows: this test is about the module plugging in, not about precision.
+        "atol=1e-3",
         f"hydra.run.dir={runs / 'export'}",
     )
     assert exported.returncode == 0, exported.stderr[-3000:]
@@ -165,6 +168,7 @@ def test_an_own_module_serves_a_table(project, example_data, tmp_path):
         done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
         assert done.returncode == 0, done.stderr[-3000:]
     row = pd.read_csv(example_data["breast_cancer"]).drop(columns="diagnosis").iloc[0]
+    (tmp_path / "server").mkdir()
     with Server(runs / "export", tmp_path / "server", root=project) as server:
         answer = call("POST", f"{server.url}/predict", json={"rows": [row.to_dict()]})
         assert answer.status == 200, answer.text

@@ -212,8 +212,11 @@ def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
             self.wait_for_headers()
 
         def wait_for_headers(self) -> None:
+            # The timer holds a count, not the request answered: a busy server would keep every
+            # request of the last read_timeout seconds alive.
             self.answered, self.header_bytes = self.cycle, 0
-            self.loop.call_later(read_timeout, self.close_if_waiting, self.cycle)
+            self.waits = getattr(self, "waits", 0) + 1
+            self.loop.call_later(read_timeout, self.close_if_waiting, self.waits)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -222,8 +225,9 @@ def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
                 if self.header_bytes > max_header_bytes:
                     self.transport.close()
 
-        def close_if_waiting(self, answered) -> None:
-            if self.cycle is answered and not self.transport.is_closing():
+        def close_if_waiting(self, wait: int) -> None:
+            waiting = wait == self.waits and self.cycle is self.answered
+            if waiting and not self.transport.is_closing():
                 self.transport.close()
 
     return ReadDeadline
