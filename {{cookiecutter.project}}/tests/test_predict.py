@@ -135,8 +135,8 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
         (
             "{export}",
             "{export}/manifest.json",
-            "is not an image, a folder of images (.bmp, .gif, .jpeg, .jpg, .png, .tif, .tiff, "
-            ".webp) or a .npy array of raw images",
+            # Each input kind names the files it reads, and the .npy array it takes too.
+            "or a .npy array of raw",
         ),
         (
             "{export}/model.ts",

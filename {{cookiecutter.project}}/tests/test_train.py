@@ -8,7 +8,14 @@ import probes
 import pytest
 import pytorch_lightning as pl
 import torch
-from conftest import FEW_BATCHES, SHORT, compose_config, default_datamodule, majority_share
+from conftest import (
+    DIGITS,
+    FEW_BATCHES,
+    SHORT,
+    compose_config,
+    default_datamodule,
+    majority_share,
+)
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
 from {{ cookiecutter.package }}.builders import build_trainer, data_kind
@@ -62,10 +69,10 @@ def test_short_run_learns(tmp_path):
 
 
 def test_epochs_shorter_than_the_logging_interval_log_once_each_without_a_warning(tmp_path):
-    # 6 training batches an epoch, trainer.log_every_n_steps=10 (the default).
+    # 6 training batches an epoch of the digits, trainer.log_every_n_steps=10 (the default).
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        train(compose_config("train", tmp_path, [*SHORT, "test=false"]))
+        train(compose_config("train", tmp_path, [*DIGITS, *SHORT, "test=false"]))
     assert not [w for w in caught if "logging interval" in str(w.message)]
     rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
     assert [int(row["step"]) for row in rows if row.get("lr-AdamW")] == [5, 11]
