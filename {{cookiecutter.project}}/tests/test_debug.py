@@ -18,7 +18,10 @@ def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
 
 
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
+    # No loader workers: the profiler traces this process, and a worker it forks mid-trace can
+    # take the process down (seen with an image folder as the default data).
     overrides = ["debug=profiler_torch", *FEW_BATCHES, *SMALL_BATCHES, "test=false"]
+    overrides.append("data.num_workers=0")
     train(compose_config("train", tmp_path, overrides))
     (trace,) = (tmp_path / "profiler").glob("*training_step*.pt.trace.json")
     assert json.loads(trace.read_text())["traceEvents"]
