@@ -1,13 +1,14 @@
 """The page at / in a real browser: headless Chromium (or Chrome) driven by Playwright loads it
 from a real server, uploads an image file and shows the class predict.py gives it. On the
-digits' export: the page uploads a digit's PNG file."""
+digits' export: the page uploads a digit's PNG file. A table's page is a form of its columns."""
 
 import os
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
-from conftest import run_predict, save_pngs
+from conftest import FAST_LATENCY, compose_config, run_predict, save_pngs
 from playwright.sync_api import sync_playwright
 from servers import Server
 from sklearn.datasets import load_digits
@@ -77,20 +78,25 @@ def test_the_page_shows_the_top_classes_of_an_uploaded_image(
     assert not errors
 
 
-def test_the_page_has_no_accessibility_violations_and_says_what_training_images_look_like(
-    browser, server, digits_export
-):
+def accessibility_violations(page) -> list:
+    """What axe-core finds on the page: each rule broken, with the elements that break it."""
     if not AXE.is_file():
         pytest.fail(
             f"no axe-core at {AXE}: npm install --prefix ~/.cache/axe-core axe-core, or set "
             "AXE_CORE to axe.min.js",
             pytrace=False,
         )
-    page = browser.new_page()
-    page.goto(f"{server.url}/")
     page.add_script_tag(path=AXE)
     violations = page.evaluate("async () => (await axe.run()).violations")
-    assert [(v["id"], [n["target"] for n in v["nodes"]]) for v in violations] == []
+    return [(v["id"], [n["target"] for n in v["nodes"]]) for v in violations]
+
+
+def test_the_page_has_no_accessibility_violations_and_says_what_training_images_look_like(
+    browser, server, digits_export
+):
+    page = browser.new_page()
+    page.goto(f"{server.url}/")
+    assert accessibility_violations(page) == []
     manifest = Manifest.read(digits_export / "manifest.json")
     hint = kinds.get(manifest.input.kind).form(manifest.preprocessing).get("hint")
     assert page.locator("#hint").text_content() == (hint or "")
@@ -116,3 +122,62 @@ def test_a_keyboard_alone_chooses_a_file_and_gets_its_prediction(
     chooser.value.set_files(png)
     page.wait_for_function(SHOWN, timeout=30_000)
     assert page.locator("#top-class").text_content() == expected["class"]
+
+
+@pytest.fixture(scope="module")
+def table_export(tmp_path_factory):
+    """A classifier of a table with a number, a category, a date and a time column, briefly
+    trained and exported."""
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    folder = tmp_path_factory.mktemp("table_page")
+    days = pd.date_range("2024-01-01", periods=80, freq="D")
+    colours = np.array(["red", "green", "blue", "amber"])[np.arange(80) % 4]
+    size = np.linspace(0, 10, 80)
+    pd.DataFrame(
+        {
+            "size": size,
+            "colour": colours,
+            "day": days.strftime("%Y-%m-%d"),
+            "time": (days + pd.Timedelta(hours=9)).strftime("%Y-%m-%d %H:%M"),
+            "label": np.where(size > 5, "large", "small"),
+        }
+    ).to_csv(folder / "rows.csv", index=False)
+    data = ["data=table", f"data.path={folder / 'rows.csv'}", "data.target=label"]
+    train(compose_config("train", folder / "run", [*data, "trainer.max_epochs=2", "test=false"]))
+    best = folder / "run" / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]
+    export(compose_config("export", folder / "export", overrides, quiet=False))
+    return folder / "export"
+
+
+def test_a_tables_page_offers_each_columns_choices_and_shows_the_class_predict_py_gives(
+    browser, table_export, tmp_path
+):
+    row = {"size": 7.5, "colour": "blue", "day": "2024-02-03", "time": "2024-02-03T09:00"}
+    pd.DataFrame([row]).to_csv(tmp_path / "row.csv", index=False)
+    (expected,) = run_predict(table_export, tmp_path / "row.csv", tmp_path / "predict")
+    manifest = Manifest.read(table_export / "manifest.json")
+    (colour,) = [c for c in manifest.preprocessing.columns if c.name == "colour"]
+    (tmp_path / "serve").mkdir()
+    with Server(table_export, tmp_path / "serve") as server:
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(error))
+        page.goto(f"{server.url}/")
+        # A category is chosen among those seen in training, or left empty (a missing value).
+        options = page.locator("select[name=colour] option").all_inner_texts()
+        assert options == ["", *colour.vocabulary]
+        assert page.locator("input[name=size]").get_attribute("type") == "number"
+        assert page.locator("input[name=day]").get_attribute("type") == "date"
+        assert page.locator("input[name=time]").get_attribute("type") == "datetime-local"
+        assert accessibility_violations(page) == []
+        page.fill("input[name=size]", str(row["size"]))
+        page.select_option("select[name=colour]", row["colour"])
+        page.fill("input[name=day]", row["day"])
+        page.fill("input[name=time]", row["time"])
+        page.click("#table-form button[type=submit]")
+        page.wait_for_function(SHOWN, timeout=30_000)
+        assert page.locator("#top-class").text_content() == expected["class"]
+    assert not errors
