@@ -26,6 +26,7 @@ def test_compiled_training_saves_the_same_keys_and_reloads_eagerly(tmp_path):
         "trainer.max_epochs=1",
         "+trainer.limit_train_batches=4",
         "+trainer.limit_val_batches=2",
+        "trainer.log_every_n_steps=4",  # once an epoch of 4 batches, as train.py would set it
     ]
     cfg = compose_config("train", tmp_path, [*short, "model.compile=true"])
     datamodule = build_datamodule(cfg)  # first: the model is built for the data's shapes

@@ -147,7 +147,10 @@ class ContractDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self):
-        return self.loader("train")
+        # Overfitting memorizes the first batches: in order and unaugmented, rather than shuffled
+        # for Lightning to replace with a warning.
+        overfit = self.trainer is not None and self.trainer.overfit_batches > 0
+        return self.loader("train", as_evaluated=overfit)
 
     def val_dataloader(self):
         return self.loader("val")
