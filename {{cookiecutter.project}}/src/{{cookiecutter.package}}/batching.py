@@ -17,6 +17,7 @@ import numpy as np
 # Turns of the event loop a batch waits for more requests. A request read in one turn is parsed
 # in the next; two more let those read while the first was parsed join it.
 TURNS = 3
+# uvicorn's own logger, whose level serve.yaml's log_level sets: `debug` logs every batch.
 log = logging.getLogger("uvicorn.error")
 
 
