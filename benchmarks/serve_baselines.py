@@ -3,6 +3,9 @@ project's own inference.py (run inside the project: its src on the path, EXPORT 
 
 - `create_app`: the FastAPI app a user would write instead, a `def` endpoint under uvicorn
   (`EXPORT=<dir> uvicorn --factory serve_baselines:create_app --workers N`);
+- `constant_app`: the floor of any Python HTTP server on uvicorn, an ASGI app that reads each
+  request's body and answers one constant prediction, with no framework and no model
+  (`uvicorn serve_baselines:constant_app --lifespan off --workers N`);
 - `python serve_baselines.py <export dir> <requests> <batch sizes...>`: the limit, raw values to
   predictions in one process on batches of each size, no HTTP; and the samples to send, with the
   class each gets there. Prints them as JSON.
@@ -36,6 +39,21 @@ def create_app():
         return {"predictions": predictions(session, manifest, inputs)}
 
     return app
+
+
+CONSTANT = b'{"predictions":[{"class":"0","probability":1.0}]}'
+CONSTANT_HEADERS = [
+    (b"content-type", b"application/json"),
+    (b"content-length", b"%d" % len(CONSTANT)),
+]
+
+
+async def constant_app(scope, receive, send):
+    more = True
+    while more:
+        more = (await receive()).get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": CONSTANT_HEADERS})
+    await send({"type": "http.response.body", "body": CONSTANT})
 
 
 def raw_samples(manifest, count: int = 256) -> np.ndarray:

@@ -1,28 +1,36 @@
 """Throughput and latency of serving the export over HTTP, at several concurrencies, side by side:
 
-    python benchmarks/serve_load.py [--requests 1000] [--levels 1 8 32] [--samples-per-request 1]
-                                    [--workers 1] [--export DIR] [--threads 1] [--project DIR]
+    python benchmarks/serve_load.py [--requests 3000] [--levels 1 8 32] [--samples-per-request 1]
+                                    [--workers 1 2] [--export DIR] [--threads 1] [--project DIR]
 
 Trains the default project briefly and exports it (or takes the export.py folder of an image
 model, --export), then sends JSON requests of raw values (digits; random values for another
-model) from an aiohttp client at each concurrency to:
+model) at each concurrency, with each number of server processes, to:
 
-- litserve_batch:   the project's serve.py, batching on (max_batch_size 32, batch_timeout 2 ms);
-- litserve_single:  serve.py with max_batch_size=1;
-- fastapi_def:      the FastAPI app a user would write instead, a `def` endpoint under uvicorn with
-                    as many workers (serve_baselines.py);
+- serve:            the project's serve.py with its defaults (batching on);
+- serve_unbatched:  serve.py with max_batch_size=1;
+- fastapi_def:      the FastAPI app a user would write instead, a `def` endpoint under uvicorn
+                    with as many workers (serve_baselines.py);
+- asgi_constant:    the floor of any Python server on uvicorn: an ASGI app that reads each request
+                    and answers a constant, no framework, no model (serve_baselines.py);
 - in_process:       the limit, onnxruntime called in one process on the batches that C requests
                     make, from raw values to predictions, with no HTTP (serve_baselines.py).
 
-Every answer is checked against in-process predictions. The client runs on the same machine and
-takes its share of the cores; the server's CPU per request (all its processes, psutil) is steadier
-than throughput on a busy machine. Goals on 2 cores: batching at concurrency 32 at least half the
-in-process throughput and 1.5x the FastAPI app; p99 at concurrency 1 under 10 ms.
+The client is one process of keep-alive connections on asyncio streams (uvloop where installed),
+lean enough that the floor, not the client, sets the pace; it runs on the same machine and takes
+its share of the cores. Every answer but the floor's is checked against in-process predictions
+after the cell. The server's CPU per request (all its processes, psutil) is steadier than
+throughput on a busy machine. Goals (issue 24), with one server process, one sample per request:
+at concurrency 32 at least 0.5x the floor and 4x the FastAPI app, at most 100 us of server CPU
+per request, p99 at concurrency 1 at most 2 ms; with --samples-per-request 64, at the top
+concurrency at least 0.5x onnxruntime in-process in samples/s.
 """
 
 import argparse
 import asyncio
 import json
+import os
+import re
 import socket
 import statistics
 import subprocess
@@ -32,12 +40,15 @@ import time
 import urllib.request
 from pathlib import Path
 
-import aiohttp
 import numpy as np
 import psutil
 from common import HERE, add_arguments, project_env, python, report, run, setup
 
-VARIANTS = ["litserve_batch", "litserve_single", "fastapi_def", "in_process"]
+VARIANTS = ["serve", "serve_unbatched", "fastapi_def", "asgi_constant", "in_process"]
+try:
+    import uvloop
+except ModuleNotFoundError:
+    uvloop = None
 
 
 def free_port() -> int:
@@ -82,43 +93,54 @@ def server_cpu(server: subprocess.Popen) -> float:
     return sum(t.user + t.system for t in times)
 
 
-async def load(url: str, bodies: list[tuple[bytes, list]], count: int, level: int) -> dict:
-    """`count` requests from `level` clients at once: latencies, and the answers that were not
-    the expected classes."""
-    latencies, wrong = [], []
+async def load(port: int, requests: list[bytes], count: int, level: int) -> dict:
+    """`count` requests from `level` keep-alive connections at once, each sending its next
+    request once it has the last answer: latencies, and each answer with its request's index."""
+    latencies, answers = [], []
     turns = iter(range(count))
-    connector = aiohttp.TCPConnector(limit=level)
-    async with aiohttp.ClientSession(connector=connector) as session:
 
-        async def client():
-            for turn in turns:
-                body, expected = bodies[turn % len(bodies)]
-                began = time.perf_counter()
-                headers = {"Content-Type": "application/json"}
-                async with session.post(url, data=body, headers=headers) as response:
-                    answer = await response.read()
-                latencies.append(time.perf_counter() - began)
-                if (
-                    response.status != 200
-                    or [p["class"] for p in json.loads(answer)["predictions"]] != expected
-                ):
-                    wrong.append(answer[:200])
+    async def client():
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for turn in turns:
+            began = time.perf_counter()
+            writer.write(requests[turn % len(requests)])
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head)[1])
+            body = await reader.readexactly(length)
+            latencies.append(time.perf_counter() - began)
+            answers.append((turn, int(head[9:12]), body))
+        writer.close()
 
-        began = time.perf_counter()
-        await asyncio.gather(*[client() for _ in range(level)])
-        wall = time.perf_counter() - began
-    return {"wall": wall, "latencies": latencies, "wrong": wrong}
+    began = time.perf_counter()
+    await asyncio.gather(*[client() for _ in range(level)])
+    return {"wall": time.perf_counter() - began, "latencies": latencies, "answers": answers}
 
 
-def measure(server, port: int, bodies, args) -> list[dict]:
-    url = f"http://127.0.0.1:{port}/predict"
+def wrong_answers(answers: list[tuple[int, int, bytes]], expected: list[list] | None) -> list:
+    """The answers that are not 200 with the classes the request gets in-process (any 200 where
+    `expected` is None: the floor's constant)."""
+    wrong = []
+    for turn, status, body in answers:
+        if status != 200:
+            wrong.append(body[:200])
+        elif expected is not None:
+            classes = [p["class"] for p in json.loads(body)["predictions"]]
+            if classes != expected[turn % len(expected)]:
+                wrong.append(body[:200])
+    return wrong
+
+
+def measure(server, port: int, requests, expected, args) -> list[dict]:
     results = []
     for level in args.levels:
-        asyncio.run(load(url, bodies, min(200, args.requests), level))  # warm-up
+        run_load = asyncio.run if uvloop is None else uvloop.run
+        run_load(load(port, requests, min(300, args.requests), level))  # warm-up
         cpu, client = server_cpu(server), time.process_time()
-        measured = asyncio.run(load(url, bodies, args.requests, level))
+        load_before = os.getloadavg()[0]
+        measured = run_load(load(port, requests, args.requests, level))
         cpu, client = server_cpu(server) - cpu, time.process_time() - client
         latencies = measured["latencies"]
+        wrong = wrong_answers(measured["answers"], expected)
         results.append(
             {
                 "concurrency": level,
@@ -127,10 +149,9 @@ def measure(server, port: int, bodies, args) -> list[dict]:
                 "p99_ms": 1000 * float(np.percentile(latencies, 99)),
                 "server_cpu_us": 1e6 * cpu / args.requests,
                 "client_cpu_us": 1e6 * client / args.requests,
-                "errors": len(measured["wrong"]),
-                "first_errors": [
-                    answer.decode(errors="replace") for answer in measured["wrong"][:3]
-                ],
+                "load_average": [load_before, os.getloadavg()[0]],
+                "errors": len(wrong),
+                "first_errors": [answer.decode(errors="replace") for answer in wrong[:3]],
             }
         )
         print(variant_line(results[-1]), flush=True)
@@ -141,7 +162,7 @@ def variant_line(result: dict) -> str:
     return ", ".join(
         f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
         for key, value in result.items()
-        if key != "first_errors"
+        if key not in ("first_errors", "load_average")
     )
 
 
@@ -155,10 +176,12 @@ def stop(server: subprocess.Popen) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=1000, help="per variant and concurrency")
+    parser.add_argument("--requests", type=int, default=3000, help="per variant and concurrency")
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 8, 32], help="concurrencies")
     parser.add_argument("--samples-per-request", type=int, default=1, help="samples in each")
-    parser.add_argument("--workers", type=int, default=1, help="server workers (processes)")
+    parser.add_argument(
+        "--workers", type=int, nargs="+", default=[1, 2], help="server processes, each in turn"
+    )
     parser.add_argument("--export", help="an export.py folder to serve instead of a new one")
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     add_arguments(parser)
@@ -183,40 +206,23 @@ def main():
         )
         limit = json.loads(baselines.stdout)
         bodies = request_bodies(limit["samples"], limit["classes"], args.samples_per_request)
+        requests = [http_request(body) for body, _ in bodies]
+        expected = [classes for _, classes in bodies]
         for result, level in zip(limit["in_process"], args.levels, strict=True):
             result["concurrency"] = level  # the batch that `level` requests make
-        common = [f"workers={args.workers}", f"threads={args.threads}", "log_level=error"]
-        commands = {
-            "litserve_batch": python("serve.py", f"model={export_dir}", *common),
-            "litserve_single": python(
-                "serve.py", f"model={export_dir}", "max_batch_size=1", *common
-            ),
-            "fastapi_def": python(
-                "-m",
-                "uvicorn",
-                "--factory",
-                "serve_baselines:create_app",
-                "--workers",
-                str(args.workers),
-                "--log-level",
-                "error",
-                "--no-access-log",
-            ),
-        }
         results = {"in_process": limit["in_process"]} if "in_process" in args.variants else {}
-        for name in [variant for variant in args.variants if variant in commands]:
-            port = free_port()
-            command = commands[name] + (
-                ["--port", str(port)]
-                if name == "fastapi_def"
-                else [f"port={port}", f"hydra.run.dir={scratch / name}"]
-            )
-            print(f"{name}: {' '.join(command[1:])}", flush=True)
-            server = start(command, project, env, port, scratch / f"{name}.log")
-            try:
-                results[name] = measure(server, port, bodies, args)
-            finally:
-                stop(server)
+        for workers in args.workers:
+            for name in [variant for variant in args.variants if variant != "in_process"]:
+                port = free_port()
+                command = server_command(name, export_dir, workers, port, args.threads, scratch)
+                print(f"{name}, {workers} worker(s): {' '.join(command[1:])}", flush=True)
+                log = scratch / f"{name}-{workers}.log"
+                server = start(command, project, env, port, log)
+                try:
+                    checked = None if name == "asgi_constant" else expected
+                    results[f"{name}/{workers}"] = measure(server, port, requests, checked, args)
+                finally:
+                    stop(server)
 
     rows = [
         [
@@ -231,18 +237,56 @@ def main():
         for name, runs in results.items()
         for r in runs
     ]
-    goals = goals_of(results, args.levels)
+    goals = goals_of(results, args)
     for line in goals["lines"]:
         print(line)
     size = args.samples_per_request
     report(
         "serve_load" if size == 1 else f"serve_load_{size}_per_request",
         f"Serving over HTTP, {args.requests} requests of {size} sample(s) per cell, "
-        f"{args.workers} worker(s), {args.threads} onnxruntime thread(s) each",
+        f"{args.threads} onnxruntime thread(s) per worker; variant/worker processes",
         ["variant", "concurrency", "samples/s", "p50 ms", "p99 ms", "server CPU us/req", "errors"],
         rows,
         {"results": results, "goals": goals, "args": vars(args)},
     )
+
+
+def server_command(name: str, export_dir: Path, workers: int, port: int, threads: int, scratch):
+    if name.startswith("serve"):
+        batching = ["max_batch_size=1"] if name == "serve_unbatched" else []
+        return python(
+            "serve.py",
+            f"model={export_dir}",
+            f"workers={workers}",
+            f"threads={threads}",
+            "log_level=error",
+            *batching,
+            f"port={port}",
+            f"hydra.run.dir={scratch / f'{name}-{workers}'}",
+        )
+    app = ["--factory", "serve_baselines:create_app"]
+    if name == "asgi_constant":
+        app = ["serve_baselines:constant_app", "--lifespan", "off"]
+    return python(
+        "-m",
+        "uvicorn",
+        *app,
+        "--workers",
+        str(workers),
+        "--log-level",
+        "error",
+        "--no-access-log",
+        "--port",
+        str(port),
+    )
+
+
+def http_request(body: bytes) -> bytes:
+    head = (
+        "POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
 
 
 def request_bodies(samples: list, classes: list, size: int) -> list[tuple[bytes, list]]:
@@ -256,24 +300,39 @@ def request_bodies(samples: list, classes: list, size: int) -> list[tuple[bytes,
     ]
 
 
-def goals_of(results: dict, levels: list[int]) -> dict:
-    """The three goals, where the run measured what they compare."""
+def goals_of(results: dict, args) -> dict:
+    """The goals, where the run measured what they compare, with one server process; and how
+    each server scales from its first number of processes to the others."""
     at = {name: {r["concurrency"]: r for r in runs} for name, runs in results.items()}
-    top, lines, goals = max(levels), [], {}
-    batch = at.get("litserve_batch", {})
-    if top in batch and top in at.get("in_process", {}):
-        goals["batch_over_in_process"] = ratio = (
-            batch[top]["samples_per_s"] / at["in_process"][top]["samples_per_s"]
-        )
-        lines.append(f"goal: batching at {top} / in-process at {top} = {ratio:.3f} (>= 0.5)")
-    if top in batch and top in at.get("fastapi_def", {}):
-        goals["batch_over_fastapi"] = ratio = (
-            batch[top]["samples_per_s"] / at["fastapi_def"][top]["samples_per_s"]
-        )
-        lines.append(f"goal: batching at {top} / FastAPI at {top} = {ratio:.2f} (>= 1.5)")
-    if 1 in batch:
-        goals["batch_p99_at_1_ms"] = p99 = batch[1]["p99_ms"]
-        lines.append(f"goal: batching p99 at 1 = {p99:.2f} ms (< 10)")
+    top, one, lines, goals = max(args.levels), args.workers[0], [], {}
+    serve = at.get(f"serve/{one}", {})
+
+    def ratio(key: str, other: str, goal: str) -> None:
+        if top in serve and top in at.get(other, {}):
+            goals[key] = value = serve[top]["samples_per_s"] / at[other][top]["samples_per_s"]
+            lines.append(f"goal: serve / {other} at {top} = {value:.2f} ({goal})")
+
+    if args.samples_per_request == 1:
+        ratio("serve_over_floor", f"asgi_constant/{one}", ">= 0.5")
+        ratio("serve_over_fastapi", f"fastapi_def/{one}", ">= 4")
+        if top in serve:
+            goals["serve_cpu_us"] = cpu = serve[top]["server_cpu_us"]
+            lines.append(f"goal: serve's CPU per request at {top} = {cpu:.0f} us (<= 100)")
+        if 1 in serve:
+            goals["serve_p99_at_1_ms"] = p99 = serve[1]["p99_ms"]
+            lines.append(f"goal: serve's p99 at 1 = {p99:.2f} ms (<= 2)")
+    else:
+        ratio("serve_over_in_process", "in_process", ">= 0.5")
+    for name in {name.split("/")[0] for name in at if "/" in name}:
+        first = at.get(f"{name}/{one}", {})
+        for workers in args.workers[1:]:
+            more = at.get(f"{name}/{workers}", {})
+            if top in first and top in more:
+                value = more[top]["samples_per_s"] / first[top]["samples_per_s"]
+                goals[f"{name}_{workers}_over_{one}_workers"] = value
+                lines.append(
+                    f"scaling: {name} at {top}, {workers} / {one} processes = {value:.2f}"
+                )
     return {"lines": lines, **goals}
 
 

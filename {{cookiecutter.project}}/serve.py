@@ -1,4 +1,4 @@
-"""python serve.py model=<export dir> [port=8000] [host=127.0.0.1]: LitServe, no torch."""
+"""python serve.py model=<export dir> [port=8000] [host=127.0.0.1]: uvicorn, no torch."""
 
 from {{ cookiecutter.package }}.cli import serve
 

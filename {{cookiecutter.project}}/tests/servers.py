@@ -88,8 +88,8 @@ class Server:
         return self.log.read_text()
 
     def wait_ready(self, timeout: float = 180) -> "Server":
-        """Once GET /health answers 200: every worker has set up. Until then the port refuses
-        connections, then answers 503."""
+        """Once GET /health answers 200: a server process has loaded the model. Until then the
+        port refuses connections (one process), or holds them (several, on uvicorn's socket)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -100,7 +100,7 @@ class Server:
                 with urllib.request.urlopen(f"{self.url}/health", timeout=5):
                     self.processes = self.tree()
                     return self
-            except OSError:  # refused, or 503 (an HTTPError) while workers set up
+            except OSError:  # refused, or no answer within the timeout
                 pass
             time.sleep(0.1)
         raise AssertionError(f"serve.py not ready in {timeout} s:\n{self.output()}")

@@ -1,27 +1,25 @@
-"""serve.py without HTTP: errors at start are one line before any process starts, the worker's
-side of a batch, and Ctrl-C and SIGTERM, which stop every process a real server started."""
+"""serve.py's start and stop: errors at start are one line before any process starts; the
+requests that arrive together run as batches, each answered as predict does; Ctrl-C and SIGTERM
+stop every process a real server started."""
 
+import http.client
 import json
 import os
-import pickle
+import re
 import shutil
 import signal
 import socket
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
-from conftest import compose_config, default_datamodule, error_lines, run_cli, write_inputs
+from conftest import compose_config, error_lines, run_cli
 from servers import Server, call
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.inference import (
-    from_arrays,
-    load_export,
-    predictions,
-    read_inputs,
-)
-from {{ cookiecutter.package }}.serving import ExportAPI, Samples
+from {{ cookiecutter.package }}.inference import from_arrays, load_export, predictions
 from {{ cookiecutter.package }}.tasks.serve import serve
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -49,8 +47,8 @@ START_ERRORS = {
     "port in use": ([EXPORT, "port={taken}"], "cannot listen on 127.0.0.1 port {taken}: Address"),
     "cores": ([EXPORT, f"workers={CORES + 1}"], f"workers={CORES + 1} x threads=1 onnxruntime"),
     "batch size": ([EXPORT, "max_batch_size=0"], "max_batch_size=0 must be a whole number of"),
-    "busy wait": ([EXPORT, "batch_timeout=0"], "batch_timeout=0 with batching keeps an idle"),
     "timeout": ([EXPORT, "batch_timeout=-1"], "batch_timeout=-1 must be seconds from 0 to below"),
+    "long timeout": ([EXPORT, "batch_timeout=2"], "batch_timeout=2 must be seconds from 0 to"),
     "workers true": ([EXPORT, "workers=true"], "workers=True must be a whole number of at least"),
     "log level": ([EXPORT, "log_level=loud"], "log_level=loud is unknown; choose critical, error"),
     "empty key": ([EXPORT, "api_key_env=EMPTY_TEST_KEY"], "EMPTY_TEST_KEY is set but empty"),
@@ -87,30 +85,68 @@ def test_the_command_prints_a_start_error_as_one_line_and_exits_1(tmp_path):
     ]
 
 
-def test_a_worker_answers_each_request_of_a_batch_as_predict_does(exported_run, tmp_path):
-    api = ExportAPI(str(exported_run), "fp32", threads=1, max_batch_size=8, batch_timeout=0.01)
-    api = pickle.loads(pickle.dumps(api))  # as LitServe hands it to a worker: before setup
-    api.setup("cpu")
-    session, manifest = load_export(exported_run)
-    # Six test samples of the default data, prepared as predict.py prepares them.
-    path, _ = write_inputs(default_datamodule(tmp_path / "data"), tmp_path / "samples", count=6)
-    images = read_inputs(path, manifest)[0]
-    batch = [Samples(images[:1], 1), Samples(images[1:4], 3), Samples(images[4:], 1)]
-    answers = api.predict(batch)
-    assert answers == [
-        predictions(session, manifest, images[:1]),
-        predictions(session, manifest, images[1:4], top_k=3),
-        predictions(session, manifest, images[4:]),
-    ]
-    assert api.predict(batch[1]) == answers[1]  # max_batch_size=1: one request, unbatched
-    assert json.loads(api.encode_response(answers[1]).body) == {"predictions": answers[1]}
-    # A model whose output overflows gives that request a 422 of its own, not invalid JSON.
-    broken = api.encode_response([{"class": "3", "probability": float("nan")}])
-    assert broken.status_code == 422 and b"not finite" in broken.body
-    assert repr(Samples(images, 2)) == "Samples(6, top_k=2)"  # LitServe formats it per request
+def same_answers(got: list[dict], expected: list[dict]) -> bool:
+    """predict.py's answers; in a batch a sample runs with others, which can move its
+    probabilities in the last digits."""
+
+    def probabilities(answers):
+        return [[p["probability"], *(t["probability"] for t in p.get("top", []))] for p in answers]
+
+    def classes(answers):
+        return [[p["class"], *(t["class"] for t in p.get("top", []))] for p in answers]
+
+    return classes(got) == classes(expected) and all(
+        np.allclose(a, b, atol=1e-5)
+        for a, b in zip(probabilities(got), probabilities(expected), strict=True)
+    )
 
 
-@pytest.mark.slow  # servers of several processes
+@pytest.mark.slow  # a real server
+@pytest.mark.parametrize(("max_batch_size", "batches"), [(8, [8]), (4, [4, 4]), (1, [1] * 8)])
+def test_requests_that_arrive_together_run_as_batches_and_a_bad_one_fails_alone(
+    digits_export, tmp_path, max_batch_size, batches
+):
+    """Eight good requests (one digit or two, top_k 1 or 3) and a bad one, sent on connections
+    already open while the server is stopped (SIGSTOP), arrive together when it goes on: the good
+    ones run in batches of up to max_batch_size, as the debug log counts them, each answered as
+    predict.py's functions answer it alone; the bad one gets its 422 and no batch fails."""
+    session, manifest = load_export(digits_export)
+    digits = load_digits().images[:10]
+    bodies, expected = [], []
+    for index in range(8):
+        images, top_k = digits[index : index + 1 + index % 2], 1 + 2 * (index % 2)
+        bodies.append({"inputs": images.tolist(), "top_k": top_k})
+        expected.append(predictions(session, manifest, from_arrays(images, manifest, "d"), top_k))
+    bodies.insert(3, {"inputs": [[1, 2, 3]]})  # the wrong shape
+    overrides = [f"max_batch_size={max_batch_size}", "batch_timeout=0.5", "log_level=debug"]
+    with Server(digits_export, tmp_path, *overrides) as server:
+        connections = [http.client.HTTPConnection("127.0.0.1", server.port) for _ in bodies]
+        for connection in connections:  # open, and accepted by the server
+            connection.request("GET", "/health")
+            connection.getresponse().read()
+        os.kill(server.process.pid, signal.SIGSTOP)
+        try:
+            for connection, body in zip(connections, bodies, strict=True):
+                headers = {"Content-Type": "application/json"}
+                connection.request("POST", "/predict", json.dumps(body), headers)
+            time.sleep(0.2)  # every request in the server's sockets
+        finally:
+            os.kill(server.process.pid, signal.SIGCONT)
+        answers = []
+        for connection in connections:
+            response = connection.getresponse()
+            answers.append((response.status, json.loads(response.read())))
+            connection.close()
+    bad = answers.pop(3)
+    assert bad[0] == 422 and "expected (N, 1, 8, 8)" in bad[1]["detail"], bad
+    assert [status for status, _ in answers] == [200] * 8, answers
+    for (_, answer), wanted in zip(answers, expected, strict=True):
+        assert same_answers(answer["predictions"], wanted), (answer, wanted)
+    ran = [int(size) for size in re.findall(r"batch of (\d+) requests", server.output())]
+    assert ran == batches, server.output()[-3000:]
+
+
+@pytest.mark.slow  # real servers, one of several processes
 @pytest.mark.parametrize(
     ("overrides", "signum", "group"),
     [
@@ -132,7 +168,10 @@ def test_ctrl_c_and_sigterm_stop_every_process_of_the_server(
         assert answer.json()["predictions"] == predictions(
             session, manifest, from_arrays(digit, manifest, "digit")
         )
-        assert len(server.processes) >= 4  # LitServe's manager, a worker, an HTTP process
+        workers = int(next((o[8:] for o in overrides if o.startswith("workers=")), 1))
+        # One process serves alone; several have uvicorn's supervisor above them (and the
+        # resource tracker of the multiprocessing that spawned them).
+        assert len(server.processes) == 1 if workers == 1 else len(server.processes) > workers
         status, alive = server.stop(signum, group)
     assert status == 0 and not alive, server.output()
     assert "Traceback" not in server.output()

@@ -1,5 +1,5 @@
 """The HTTP API's bodies as Pydantic models, built for one export: the JSON requests that
-POST /predict takes (serving.py validates each with them in the HTTP process), its answers and
+POST /predict takes (serving.py validates each with them), its answers and
 its refusals, and the OpenAPI document that describes them, published at /openapi.json."""
 
 from typing import Annotated, Any, Literal
@@ -82,7 +82,7 @@ class Refusal(BaseModel):
 
 
 class Health(BaseModel):
-    status: Literal["ok", "not ready"]
+    status: Literal["ok"]
 
 
 # Each refusal of POST /predict, and when it comes.
@@ -93,7 +93,6 @@ REFUSALS = {
     413: "The body, a decoded image or the number of samples is over the server's limits",
     415: "A Content-Type other than JSON (or multipart, where the model takes files)",
     422: "The JSON does not match the model's input, or holds NaN or infinite values",
-    504: "No worker answered in time",
 }
 
 
@@ -181,10 +180,9 @@ def document(manifest: Manifest, title: str, version: str, api_key: bool) -> dic
             "/predict": {"post": predict},
             "/health": {
                 "get": {
-                    "summary": "Whether every worker is ready",
+                    "summary": "Whether the server is ready (it answers once it is)",
                     "responses": {
                         "200": {"description": "Ready", "content": json_content(Health)},
-                        "503": {"description": "Not ready yet", "content": json_content(Health)},
                     },
                 }
             },

@@ -35,8 +35,8 @@ FROM_ONNX = ("onnx_int8", "onnx_optimized")
 # torch's dynamo exporter writes opset 18 and converts the graph to a newer one if asked; an
 # older one fails to convert, with a traceback but no error.
 OLDEST_OPSET = 18
-# LitServe's own: how long a request may wait for a worker before it gets 504.
-REQUEST_TIMEOUT = 30
+# The longest a batch may wait for more requests: far beyond what batching gains.
+MOST_BATCH_TIMEOUT = 1
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ class PredictOptions(Options):
 class ServeOptions(Options):
     model_path: Annotated[str, Field(min_length=1), Refusal("serve needs model=<export dir>")]
     variant: str
-    # The addresses LitServe binds: this machine only, or every IPv4 or IPv6 interface.
+    # This machine only, or every IPv4 or IPv6 interface.
     host: Annotated[
         Literal["127.0.0.1", "0.0.0.0", "::"],
         Refusal(
@@ -196,10 +196,10 @@ class ServeOptions(Options):
     workers: Annotated[int, whole(1)]
     threads: Annotated[int, whole(1)]
     max_batch_size: Annotated[int, whole(1)]
-    batch_timeout: Annotated[float, number(below=REQUEST_TIMEOUT, noun="seconds")]
+    batch_timeout: Annotated[float, number(below=MOST_BATCH_TIMEOUT, noun="seconds")]
     max_request_bytes: Annotated[int, whole(1)]
     max_request_samples: Annotated[int, whole(1)]
-    # Seconds to receive a request's headers, then its body; connections held per HTTP process.
+    # Seconds to receive a request's headers, then its body; connections held per process.
     read_timeout: Annotated[
         float, Field(strict=True, gt=0, description="seconds, a number above 0, e.g. 10")
     ]
@@ -215,11 +215,6 @@ class ServeOptions(Options):
             raise ValueError(
                 f"workers={self.workers} x threads={self.threads} onnxruntime threads would "
                 f"share {cores} cores; lower workers or threads"
-            )
-        if self.max_batch_size > 1 and self.batch_timeout == 0:
-            raise ValueError(
-                "batch_timeout=0 with batching keeps an idle worker polling at full speed: e.g. "
-                "batch_timeout=0.002, or max_batch_size=1 to turn batching off"
             )
         return self
 

@@ -4,6 +4,7 @@ lists it."""
 
 import importlib
 import pkgutil
+import sys
 from types import ModuleType
 
 from .console import UserError
@@ -16,7 +17,11 @@ def names(package: ModuleType) -> list[str]:
 
 def find(package: ModuleType, name: str, what: str) -> ModuleType:
     """The plug-in module `name` of `package`, imported only now: a command imports only what
-    its inputs need (Pillow for images, pandas for tables)."""
+    its inputs need (Pillow for images, pandas for tables). One imported before is known without
+    listing the package's folder again, which would cost serve more than its model per request."""
+    module = sys.modules.get(f"{package.__name__}.{name}") if isinstance(name, str) else None
+    if module is not None:
+        return module
     if not isinstance(name, str) or name not in names(package):
         raise UserError(f"{what} {name!r} is unknown; known: {', '.join(names(package))}")
     return importlib.import_module(f"{package.__name__}.{name}")

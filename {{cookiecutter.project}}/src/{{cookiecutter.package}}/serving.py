@@ -1,52 +1,47 @@
-"""Serving an export over HTTP with LitServe: the LitAPI that runs onnxruntime in each worker
-process, and the parsing of requests, with inference.py doing what predict does.
+"""Serving an export over HTTP: a Starlette app on uvicorn that reads and checks each request
+in the event loop and runs onnxruntime there too, inline, batching the requests that arrive
+together (batching.py); inference.py does what predict does.
 
-LitServe runs `decode_request` of every request in a batch inside one `try`: one bad request
-would fail all of its batch. So requests are read and checked in the HTTP process instead, by a
-FastAPI dependency that LitServe takes from `decode_request`'s annotation; a bad one is answered
-there with a 4xx and never reaches a worker, which only gets prepared float32 samples.
-
-No torch here, directly or through LitServe (accelerator="cpu" keeps it from looking for one).
+uvicorn starts `workers` processes from an import string, `create_app`, and each opens its own
+onnxruntime session; what it serves comes from the settings that `run` leaves in the
+environment, which spawned processes inherit. No torch here.
 """
 
 import asyncio
 import json
+import os
 import platform
 import secrets
-import signal
+from functools import partial
 from importlib.metadata import version
-from itertools import islice
 from pathlib import Path
-from typing import Annotated, NamedTuple
 
-import litserve as ls
 import numpy as np
 import onnxruntime as ort
-import python_multipart  # noqa: F401  (starlette parses uploads with it, and fails without)
-from fastapi import Depends, HTTPException, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+import uvicorn
 from pydantic import ValidationError
+from python_multipart.multipart import parse_options_header
+from starlette.applications import Starlette
 from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
-from starlette.requests import ClientDisconnect
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.routing import Route
 
 from .api import document, request_models
 from .api import top_k as api_top_k
+from .batching import MicroBatcher
 from .console import TooLarge, UserError
 from .contract import Artifact, Manifest
 from .inference import kind_of, load_export, non_finite, variant_entry
 from .inference import predictions as predict_samples
 from .options import ServeOptions
-from .upstream import (
-    parsed_in_http_process,
-    read_deadline_protocol,
-    remove_litserve_routes,
-    take_litserve_route,
-)
+from .upstream import read_deadline_protocol
 
 PAGE = Path(__file__).with_name("page.html")
-# Answered without the API key: a load balancer's probe, and a page that holds no data.
-OPEN_PATHS = ("/", "/health", "/openapi.json")
+# Where `run` leaves what the server processes serve: the export and the options.
+SETTINGS = "SERVE_SETTINGS"
 REQUEST_KEYS = {"inputs", "rows", "top_k"}
 # Request headers larger than this close the connection (h11's own limit is 16 KiB).
 MAX_HEADER_BYTES = 64 * 1024
@@ -64,30 +59,19 @@ SETTINGS_SHOWN = {
 }
 
 
-class Samples(NamedTuple):
-    """One request's prepared model inputs, as the HTTP process hands them to a worker."""
-
-    inputs: np.ndarray
-    top_k: int
-
-    def __repr__(self) -> str:
-        # LitServe formats every request into a debug message, logged or not: an array's repr
-        # would cost more than the model.
-        return f"Samples({len(self.inputs)}, top_k={self.top_k})"
-
-
 def refuse(status: int, reason: str) -> HTTPException:
     return HTTPException(status_code=status, detail=reason)
 
 
-async def parsed_request(request: Request) -> Samples:
-    """The samples of a POST /predict, or a 4xx with a one-line reason. Runs in the HTTP process
-    (see the module's docstring); what it needs was put in `app.state` by `build_server`."""
+async def parsed_request(request: Request) -> tuple[np.ndarray, int]:
+    """The prepared samples of a POST /predict and its top_k, or a 4xx with a one-line reason;
+    what it needs was put in `app.state` by `build_app`."""
     state = request.app.state
     manifest, limit = state.manifest, state.max_request_bytes
     body = await read_body(request, limit, state.read_timeout)
     media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    query = request.query_params.get("top_k")
+    # Most requests have no query, which Starlette would parse all the same.
+    query = request.query_params.get("top_k") if request.scope["query_string"] else None
     try:
         top_k = None if query is None else api_top_k(query)
         if media_type == "multipart/form-data":
@@ -112,7 +96,7 @@ async def parsed_request(request: Request) -> Samples:
         listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
         which = f"sample {listed} holds" if len(invalid) == 1 else f"samples {listed} hold"
         raise refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
-    return Samples(inputs, 1 if top_k is None else top_k)
+    return inputs, 1 if top_k is None else top_k
 
 
 async def read_body(request: Request, limit: int, timeout: float) -> bytes:
@@ -123,21 +107,24 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     body = bytearray()
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    chunks = request.stream().__aiter__()
-    while True:
-        try:
-            chunk = await asyncio.wait_for(chunks.__anext__(), deadline - loop.time())
-        except StopAsyncIteration:
-            break
-        except asyncio.TimeoutError:  # noqa: UP041  (the builtin one only from Python 3.11)
-            raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
-        except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback
-            raise refuse(400, "the client disconnected before sending the whole body") from None
-        body += chunk
-        if len(body) > limit:
-            raise refuse(413, f"the body is over max_request_bytes={limit}")
+    # One timer for the whole body, which cancels this task when it fires: asyncio.wait_for
+    # would start a task for every chunk, which costs a small request more than its model.
+    task, late = asyncio.current_task(), []
+    assert task is not None
+    timer = asyncio.get_running_loop().call_later(timeout, lambda: late.append(task.cancel()))
+    try:
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > limit:
+                raise refuse(413, f"the body is over max_request_bytes={limit}")
+    except asyncio.CancelledError:
+        if not late:  # not the timer's: the server stops
+            raise
+        raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
+    except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback
+        raise refuse(400, "the client disconnected before sending the whole body") from None
+    finally:
+        timer.cancel()
     if not body:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return bytes(body)
@@ -208,6 +195,10 @@ async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: 
         form = await parser.parse()
     except MultiPartException as error:
         raise refuse(400, f"the multipart body is malformed: {error.message}") from None
+    # The parser takes a body cut short for a form without its last part.
+    boundary = parse_options_header(request.headers["content-type"])[1][b"boundary"]
+    if b"--" + boundary + b"--" not in body:
+        raise refuse(400, "the multipart body is malformed: it ends before its closing boundary")
     upload = form.get("file")
     if not isinstance(upload, UploadFile):
         raise refuse(422, 'send the file in the form field "file"')
@@ -223,123 +214,115 @@ async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: 
         raise refuse(400, str(error)) from None
 
 
-class ExportAPI(ls.LitAPI):
-    """Predictions of an export, as predict.py makes them: one onnxruntime session per worker.
-
-    Pickled to each worker process, so it holds only the export's path, the ONNX variant and the
-    thread count until `setup` runs there."""
-
-    def __init__(self, export_dir: str, variant: str, threads: int, **batching):
-        super().__init__(**batching)
-        self.export_dir, self.variant, self.threads = export_dir, variant, threads
-
-    def setup(self, device):
-        # Ctrl-C reaches every process in a terminal: the main process stops this one, after
-        # the HTTP processes have answered what they hold (tasks/serve.py).
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        self.session, self.manifest = load_export(
-            Path(self.export_dir), self.threads, self.variant
-        )
-
-    def decode_request(self, request: Annotated[Samples, parsed_in_http_process(parsed_request)]):
-        return request
-
-    def predict(self, batch):
-        """The predictions of each request; its samples run in one call with those of the
-        other requests of its batch that ask for the same top_k."""
-        requests = batch if isinstance(batch, list) else [batch]  # max_batch_size 1: unbatched
-        answers: list[list[dict] | None] = [None] * len(requests)
-        for top_k in {request.top_k for request in requests}:
-            group = [index for index, request in enumerate(requests) if request.top_k == top_k]
-            inputs = np.concatenate([requests[index].inputs for index in group])
-            results = iter(predict_samples(self.session, self.manifest, inputs, top_k))
-            for index in group:
-                answers[index] = list(islice(results, len(requests[index].inputs)))
-        return answers if isinstance(batch, list) else answers[0]
-
-    def encode_response(self, output):
-        # A Response goes back to the HTTP process as it is, and out unchanged.
-        try:
-            body = json.dumps({"predictions": output}, separators=(",", ":"), allow_nan=False)
-        except ValueError:  # finite inputs so large that the network overflows
-            reason = "the model's output is not finite for these inputs"
-            return JSONResponse({"detail": reason}, status_code=422)
-        return Response(body, media_type="application/json")
-
-    async def authorize(self, request: Request):
-        """LitServe's authentication hook, a dependency of its routes and of /info. Async:
-        FastAPI would run a plain function in a thread, one thread hop per request."""
-        key = request.app.state.api_key
-        if key is None or request.url.path in OPEN_PATHS:
-            return
-        given = request.headers.get("x-api-key", "")
-        if not secrets.compare_digest(given.encode(), key.encode()):
-            raise refuse(401, "missing or wrong API key: send it in the X-API-Key header")
+def authorize(request: Request) -> None:
+    """A 401 unless the request holds the server's API key (if it has one)."""
+    key = request.app.state.api_key
+    if key is None:
+        return
+    given = request.headers.get("x-api-key", "")
+    if not secrets.compare_digest(given.encode(), key.encode()):
+        raise refuse(401, "missing or wrong API key: send it in the X-API-Key header")
 
 
-def build_server(
-    export_dir: Path, manifest: Manifest, options: ServeOptions, api_key: str | None
-) -> ls.LitServer:
-    """The server of an export whose manifest is checked: POST /predict, GET /health, GET /info,
+def encoded(answers: list) -> Response:
+    """The answer of one request, as compact JSON."""
+    try:
+        body = json.dumps({"predictions": answers}, separators=(",", ":"), allow_nan=False)
+    except ValueError:  # finite inputs so large that the network overflows
+        return JSONResponse({"detail": "the model's output is not finite for these inputs"}, 422)
+    return Response(body, media_type="application/json")
+
+
+async def refusal_answer(request: Request, error: Exception) -> Response:
+    """A refusal as JSON `{"detail": ...}`, also Starlette's own (404, 405)."""
+    assert isinstance(error, HTTPException)
+    return JSONResponse({"detail": error.detail}, error.status_code, headers=error.headers)
+
+
+def build_app(
+    session: ort.InferenceSession,
+    manifest: Manifest,
+    export_dir: Path,
+    options: ServeOptions,
+    api_key: str | None,
+) -> Starlette:
+    """The app of a session and its checked manifest: POST /predict, GET /health, GET /info,
     GET /openapi.json and the page at /."""
-    api = ExportAPI(
-        str(export_dir),
-        options.variant,
-        options.threads,
-        max_batch_size=options.max_batch_size,
-        batch_timeout=options.batch_timeout,
+    settings = options.model_dump(include=SETTINGS_SHOWN)
+    settings["api_key_required"] = api_key is not None
+    model = variant_entry(manifest, options.variant, export_dir)
+    about, html = info(manifest, model, settings), page(manifest)
+    # The API changes with the model (its input, its classes): the document's version is its own.
+    openapi = document(manifest, "Predictions of the model", model.sha256[:12], bool(api_key))
+    batcher = MicroBatcher(
+        partial(predict_samples, session, manifest), options.max_batch_size, options.batch_timeout
     )
-    # accelerator="cpu": "auto" imports torch to look for a GPU. onnxruntime chooses its own
-    # providers. Not FastAPI's OpenAPI document: /predict reads its body itself, so that one
-    # would describe none; api.py's describes it, and no pages that load scripts from the web.
-    server = ls.LitServer(
-        api, accelerator="cpu", workers_per_device=options.workers, disable_openapi_url=True
+
+    async def predict(request: Request) -> Response:
+        authorize(request)  # before the body is read
+        inputs, top_k = await parsed_request(request)
+        return encoded(await batcher.answers(inputs, top_k))
+
+    async def info_route(request: Request) -> Response:
+        authorize(request)
+        return JSONResponse(about)
+
+    async def health(request: Request) -> Response:
+        # Answered once this process holds its session: uvicorn serves only after create_app.
+        return JSONResponse({"status": "ok"})
+
+    async def openapi_route(request: Request) -> Response:
+        return JSONResponse(openapi)
+
+    async def page_route(request: Request) -> Response:
+        return HTMLResponse(html)
+
+    app = Starlette(
+        routes=[
+            Route("/predict", predict, methods=["POST"]),
+            Route("/health", health),
+            Route("/info", info_route),
+            Route("/openapi.json", openapi_route),
+            Route("/", page_route),
+        ],
+        exception_handlers={HTTPException: refusal_answer},
     )
-    app = server.app
-    # The HTTP processes are forked from this one with what it holds.
     app.state.manifest, app.state.api_key = manifest, api_key
     app.state.max_request_bytes = options.max_request_bytes
     app.state.max_request_samples = options.max_request_samples
     app.state.read_timeout = options.read_timeout
     app.state.requests = request_models(manifest)
-    settings = options.model_dump(include=SETTINGS_SHOWN)
-    settings["api_key_required"] = api_key is not None
-    about = info(manifest, variant_entry(manifest, options.variant, export_dir), settings)
-    html = page(manifest)
-    openapi = document(manifest, "Predictions of the model", version("litserve"), bool(api_key))
-    litserve_health = take_litserve_route(app, "/health")
-
-    async def info_route():
-        return JSONResponse(about)
-
-    async def page_route():
-        return HTMLResponse(html)
-
-    async def openapi_route():
-        return JSONResponse(openapi)
-
-    async def health_route(request: Request):
-        # LitServe's check, whether every worker is ready, answered as JSON.
-        ready = (await litserve_health(request)).status_code == 200
-        status = "ok" if ready else "not ready"
-        return JSONResponse({"status": status}, status_code=200 if ready else 503)
-
-    remove_litserve_routes(app, ("/", "/info"))  # LitServe's own, which would answer first
-    app.add_api_route("/health", health_route, methods=["GET"])
-    app.add_api_route("/openapi.json", openapi_route, methods=["GET"])
-    app.add_api_route("/info", info_route, methods=["GET"], dependencies=[Depends(api.authorize)])
-    app.add_api_route("/", page_route, methods=["GET"])
-    return server
+    return app
 
 
-def connection_limits(options: ServeOptions) -> dict:
-    """What `LitServer.run` passes on to uvicorn so that slow or idle clients cannot hold the
-    server: a deadline for each request's headers (its body's is read_body's), and at most
-    `max_connections` connections per HTTP process, beyond which requests get 503."""
-    return {
-        "http": read_deadline_protocol(options.read_timeout, MAX_HEADER_BYTES),
-        "limit_concurrency": options.max_connections,
-    }
+def create_app() -> Starlette:
+    """The app of one server process, with a session of its own, from the settings that `run`
+    left in the environment (the API key stays in its own variable)."""
+    settings = json.loads(os.environ[SETTINGS])
+    options, export_dir = ServeOptions(**settings["options"]), Path(settings["export_dir"])
+    session, manifest = load_export(export_dir, options.threads, options.variant)
+    key = os.environ.get(options.api_key_env) if options.api_key_env else None
+    return build_app(session, manifest, export_dir, options, key)
+
+
+def run(export_dir: Path, options: ServeOptions) -> None:
+    """Serves until Ctrl-C or SIGTERM: `workers` uvicorn processes (uvicorn's own supervisor
+    above them when there are several), each answering on the same socket. Slow or idle clients
+    cannot hold it: a deadline for each request's headers (its body's is read_body's), and at
+    most `max_connections` connections per process, beyond which requests get 503."""
+    os.environ[SETTINGS] = json.dumps(
+        {"export_dir": str(export_dir), "options": options.model_dump()}
+    )
+    uvicorn.run(
+        f"{__name__}:create_app",
+        factory=True,
+        host=options.host,
+        port=options.port,
+        workers=options.workers,
+        http=read_deadline_protocol(options.read_timeout, MAX_HEADER_BYTES),
+        limit_concurrency=options.max_connections,
+        log_level=options.log_level,
+    )
 
 
 def info(manifest: Manifest, model: Artifact, settings: dict) -> dict:
@@ -354,7 +337,8 @@ def info(manifest: Manifest, model: Artifact, settings: dict) -> dict:
             "export": manifest.versions,
             "serve": {
                 "python": platform.python_version(),
-                "litserve": version("litserve"),
+                "uvicorn": version("uvicorn"),
+                "starlette": version("starlette"),
                 "onnxruntime": ort.__version__,
                 "numpy": np.__version__,
             },

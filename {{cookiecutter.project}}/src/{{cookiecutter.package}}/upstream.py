@@ -12,8 +12,8 @@ import logging
 import pickle
 import signal
 import warnings
-from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import cache, partial
 from typing import Any
 
 # --- Lightning (pytorch_lightning 2.6.6) and torch (2.13) ---------------------------------------
@@ -150,59 +150,36 @@ def hydra_error_line(error: Exception) -> str:
     return line
 
 
-# --- LitServe (0.2.19) ---------------------------------------------------------------------------
-# Its options are used where they do the job (accelerator, workers_per_device, batching,
-# disable_openapi_url). `max_payload_size` does not do serving.read_body's: it counts the body as
-# it is read and answers a bare "Payload too large", where read_body refuses by Content-Length
-# before reading anything and names the limit and its setting. Nor do `info_path` and
-# `model_metadata` make GET /info: they nest the model's description under "model", beside
-# LitServe's own settings.
-
-
-def parsed_in_http_process(parse: Callable[..., Any]) -> Any:
-    """What makes LitServe's HTTP process run `parse`, a FastAPI dependency, on each request
-    and hand its result to the workers, in the annotation of a LitAPI's `decode_request`:
-    `request: Annotated[<type>, parsed_in_http_process(parse)]`. Relies on: LitServe building the
-    POST route as `endpoint(request: <that annotation>)`, which FastAPI resolves."""
-    from fastapi import Depends
-
-    return Depends(parse)
-
-
-def remove_litserve_routes(app, paths: tuple[str, ...]) -> None:
-    """Makes way for routes of the project's own at `paths`: LitServe 0.2.19 adds GET /
-    ("litserve running") and GET /info (`info_path`, holding only `model_metadata` and its own
-    settings) while the server is built, with no option to leave either out, and the first route
-    that matches answers. Relies on: the FastAPI app's `router.routes`, a plain list."""
-    app.router.routes[:] = [
-        route for route in app.router.routes if getattr(route, "path", None) not in paths
-    ]
-
-
-def take_litserve_route(app, path: str) -> Callable[..., Any]:
-    """The endpoint of LitServe's GET route at `path`, removed from `app` so that a route of the
-    project's own can call it: LitServe 0.2.19's GET /health, `health(request)`, answers
-    "ok" (200) or "not ready" (503) as plain text, with no option for JSON. Relies on: the
-    route's `endpoint`, and `router.routes` as in remove_litserve_routes."""
-    (route,) = [route for route in app.router.routes if getattr(route, "path", None) == path]
-    app.router.routes.remove(route)
-    return route.endpoint
-
-
 # --- uvicorn (0.54) ------------------------------------------------------------------------------
 
 
-def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
-    """uvicorn's HTTP protocol (httptools where installed, else h11) that closes a connection
+def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> Any:
+    """What makes uvicorn's HTTP protocol (httptools where installed, else h11) close a connection
     whose next request's headers have not arrived within `read_timeout` seconds, counted from
     the connection's opening or from the end of its last answer, or that sends more than
     `max_header_bytes` before they are complete. uvicorn has no such deadline: a client that
-    sends part of its headers, or nothing, holds its connection for ever. Relies on: the
-    protocol's `loop`, `transport`, `connection_made`, `data_received`, `on_response_complete`
-    and `cycle` (the request being answered, replaced once the next one's headers are read)."""
+    sends part of its headers, or nothing, holds its connection for ever. This is uvicorn's
+    `http` option, typed there as a class, which uvicorn only calls, once per connection: a
+    partial of a module's function, which uvicorn can pickle to the worker processes it spawns.
+    Relies on: the protocol's `loop`, `transport`, `connection_made`, `data_received`,
+    `on_response_complete` and `cycle` (the request being answered, replaced once the next one's
+    headers are read)."""
+    return partial(connection_with_read_deadline, read_timeout, max_header_bytes)
+
+
+def connection_with_read_deadline(read_timeout: float, max_header_bytes: int, **protocol) -> Any:
+    return read_deadline_class()(read_timeout, max_header_bytes, **protocol)
+
+
+@cache
+def read_deadline_class() -> type:
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     class ReadDeadline(AutoHTTPProtocol):  # type: ignore[misc, valid-type]
+        def __init__(self, read_timeout: float, max_header_bytes: int, **protocol) -> None:
+            super().__init__(**protocol)
+            self.read_timeout, self.max_header_bytes = read_timeout, max_header_bytes
+
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
             self.wait_for_headers()
@@ -216,13 +193,13 @@ def read_deadline_protocol(read_timeout: float, max_header_bytes: int) -> type:
             # request of the last read_timeout seconds alive.
             self.answered, self.header_bytes = self.cycle, 0
             self.waits = getattr(self, "waits", 0) + 1
-            self.loop.call_later(read_timeout, self.close_if_waiting, self.waits)
+            self.loop.call_later(self.read_timeout, self.close_if_waiting, self.waits)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
             if self.cycle is self.answered:  # still no complete headers
                 self.header_bytes += len(data)
-                if self.header_bytes > max_header_bytes:
+                if self.header_bytes > self.max_header_bytes:
                     self.transport.close()
 
         def close_if_waiting(self, wait: int) -> None:

@@ -1,11 +1,8 @@
-"""Serve: an export over HTTP with LitServe and onnxruntime (serving.py), without torch."""
+"""Serve: an export over HTTP with uvicorn and onnxruntime (serving.py), without torch."""
 
-import multiprocessing
 import os
 import signal
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from ..console import UserError, show
@@ -13,7 +10,7 @@ from ..inference import load_export
 from ..options import ServeOptions, validated
 
 # What the serve extra brings, by import name.
-SERVE_PACKAGES = {"litserve", "fastapi", "starlette", "uvicorn", "python_multipart"}
+SERVE_PACKAGES = {"starlette", "uvicorn", "python_multipart"}
 
 
 def api_key(variable: str | None) -> str | None:
@@ -46,34 +43,6 @@ def check_port(host: str, port: int) -> None:
             ) from None
 
 
-@contextmanager
-def stopped_by_signals() -> Iterator[None]:
-    """Ctrl-C and SIGTERM stop the server and every process it started.
-
-    LitServe shuts its processes down on KeyboardInterrupt only: a SIGTERM would end this
-    process alone and leave its workers serving. So both raise KeyboardInterrupt here (SIGINT too:
-    a shell starts background jobs with it ignored). The workers ignore Ctrl-C (ExportAPI.setup):
-    this process ends them once the HTTP processes have answered what they hold."""
-    main = os.getpid()
-
-    def stop(signum, frame):
-        # The processes forked from this one inherit this handler: LitServe's manager, which
-        # this process shuts down, and the HTTP processes, whose uvicorn stops on the signal and
-        # then raises it again, to be ignored here.
-        if os.getpid() == main:
-            raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        # Stopped while starting, before LitServe would shut them down: end them here.
-        for child in multiprocessing.active_children():
-            child.terminate()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def serve(cfg) -> None:
     """Serves the export at `cfg.model_path` until Ctrl-C or SIGTERM."""
     options: ServeOptions = validated(ServeOptions, cfg)
@@ -83,27 +52,20 @@ def serve(cfg) -> None:
     key = api_key(options.api_key_env)
     check_port(options.host, options.port)
     try:
-        from ..serving import build_server, connection_limits
+        from ..serving import run
     except ModuleNotFoundError as error:
         if (error.name or "").split(".")[0] not in SERVE_PACKAGES:
             raise
         raise UserError(f'serve needs {error.name}: pip install -e ".[serve]"') from None
 
     export_dir = Path(options.model_path)
-    server = build_server(
-        export_dir.parent if export_dir.is_file() else export_dir, manifest, options, api_key=key
-    )
     address = f"[{options.host}]" if ":" in options.host else options.host
     access = f"API key from {options.api_key_env}" if key else "no API key"
     show(
         f"serving {export_dir} at http://{address}:{options.port}/ (POST /predict, GET /health, "
         f"/info; {access}); Ctrl-C stops it",
     )
-    with stopped_by_signals():
-        server.run(
-            host=options.host,
-            port=options.port,
-            log_level=options.log_level,
-            generate_client_file=False,
-            **connection_limits(options),
-        )
+    # uvicorn stops on SIGTERM as on Ctrl-C, answering what it holds, and then raises the signal
+    # again: as KeyboardInterrupt, which it takes as the end, the exit status is 0.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    run(export_dir.parent if export_dir.is_file() else export_dir, options)
