@@ -2,7 +2,7 @@
 
 import json
 
-from conftest import FEW_BATCHES, SMALL_BATCHES, compose_config
+from conftest import FEW_BATCHES, QUIET, SMALL_BATCHES, compose_config, run_cli
 
 from {{ cookiecutter.package }}.tasks.train import train
 
@@ -18,11 +18,12 @@ def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
 
 
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
-    # No loader workers: the profiler traces this process, and a worker it forks mid-trace can
-    # take the process down (seen with an image folder as the default data).
-    overrides = ["debug=profiler_torch", *FEW_BATCHES, *SMALL_BATCHES, "test=false"]
-    overrides.append("data.num_workers=0")
-    train(compose_config("train", tmp_path, overrides))
+    # A train.py process of its own, as users run it: without the config's acc_events it crashed
+    # (SIGSEGV). Without loader workers: a worker forked mid-trace crashed it too.
+    overrides = ["debug=profiler_torch", *QUIET, *FEW_BATCHES, *SMALL_BATCHES, "test=false"]
+    overrides += ["data.num_workers=0", f"hydra.run.dir={tmp_path}"]
+    result = run_cli("train.py", *overrides)
+    assert result.returncode == 0, result.stderr[-3000:]
     (trace,) = (tmp_path / "profiler").glob("*training_step*.pt.trace.json")
     assert json.loads(trace.read_text())["traceEvents"]
     assert (tmp_path / "profiler" / "fit-profile.txt").is_file()
