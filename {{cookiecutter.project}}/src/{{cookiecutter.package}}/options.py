@@ -7,10 +7,10 @@ No torch here: predict and serve use it too.
 """
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -224,7 +224,7 @@ class ServeOptions(Options):
         return self
 
 
-def validated(kind: Any, section: DictConfig | dict, prefix: str = "", **facts: Any) -> Any:
+def validated(kind: Any, section: Any, prefix: str = "", **facts: Any) -> Any:
     """The options of `kind` (a class above, or DATA) that `section` of a config gives, checked
     and typed. The first that breaks its type, range or a rule across options is one line;
     `facts` are what a range depends on that only the command knows."""
@@ -280,7 +280,12 @@ def fields(kind: Any) -> dict[str, Any]:
 
 
 def plain(value: Any) -> Any:
-    """A config value as Python: lists and dicts, interpolations resolved."""
+    """A config value as Python: lists and dicts, interpolations resolved. OmegaConf only where
+    the config is Hydra's: predict's plain runs give plain values (plain_run.py)."""
+    if "omegaconf" not in sys.modules:
+        return value
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(value, DictConfig | ListConfig):
         return OmegaConf.to_container(value, resolve=True)
     return value
