@@ -39,6 +39,12 @@ OLDEST_OPSET = 18
 REQUEST_TIMEOUT = 30
 
 
+def usable_cores() -> int:
+    """The cores this process may use."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
+
+
 @dataclass(frozen=True)
 class Refusal:
     """The line for a value that an option refuses, where the one its type and range give would
@@ -209,8 +215,7 @@ class ServeOptions(Options):
 
     @model_validator(mode="after")
     def fits_the_machine(self) -> "ServeOptions":
-        affinity = getattr(os, "sched_getaffinity", None)  # the cores this process may use
-        cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+        cores = usable_cores()
         if self.workers * self.threads > cores:
             raise ValueError(
                 f"workers={self.workers} x threads={self.threads} onnxruntime threads would "
