@@ -116,14 +116,15 @@ def export_model():
     return _launch("export")
 
 
-def predict():
+def predict() -> None:
     model_path_for_model()
     run = plain_run("predict", sys.argv[1:], Path(config_dir()))
     if run is None:
         return _launch("predict")
     prepare()
     run.start()
-    return run_task("predict", run.config, str(run.run_dir))
+    # Nothing returned: a console script exits with what its function returns.
+    run_task("predict", run.config, str(run.run_dir))
 
 
 def serve():
