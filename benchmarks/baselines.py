@@ -31,7 +31,10 @@ from torch.utils.data import DataLoader, TensorDataset
 def project_config(epochs: int, overrides=()):
     """The project's own default config: the same network, optimizer, scheduler and batch size."""
     with initialize_config_dir(str(Path.cwd() / "configs"), version_base="1.3"):
-        return compose("train", overrides=[f"trainer.max_epochs={epochs}", *overrides])
+        cfg = compose("train", overrides=[f"trainer.max_epochs={epochs}", *overrides])
+    # model.net: the network that model.nets declares for the data's kind, as train.py chooses it.
+    importlib.import_module(f"{PACKAGE}.builders").choose_network(cfg)
+    return cfg
 
 
 def digits(cfg):

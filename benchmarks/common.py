@@ -111,6 +111,20 @@ def train_with_probe(
     return json.loads(output.read_text())
 
 
+def train_and_export(project: Path, scratch: Path, env: dict) -> Path:
+    """A brief training run of the default project (3 epochs), exported to ONNX; its folder."""
+    train_dir, export_dir = scratch / "train", scratch / "export"
+    overrides = ["trainer.max_epochs=3", "logger=csv", "test=false", f"hydra.run.dir={train_dir}"]
+    run(python("train.py", *overrides), project, env)
+    best = train_dir / "checkpoints" / "best.ckpt"
+    run(
+        python("export.py", f"ckpt_path={best}", "formats=[onnx]", f"hydra.run.dir={export_dir}"),
+        project,
+        env,
+    )
+    return export_dir
+
+
 def run_baseline(project: Path, name: str, *args: str) -> None:
     """`python baselines.py <name> <args>` in a process of its own, inside the project."""
     run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))

@@ -1,21 +1,29 @@
-"""Start-up: config-only commands against a bare Python, and the time to the first training step.
+"""Start-up: config-only commands and predict on one image against bare Python and the project's
+own inference without Hydra, and the time to the first training step.
 
     python benchmarks/startup.py [--repeats 5] [--project DIR]
 
-Wall time of `python -c pass`, `python train.py --help` and `python train.py --cfg job`,
-interleaved, median of the repeats; whether the config-only commands import torch or Lightning
-(from `python -X importtime`); and for `python train.py`, the time from launch to the start of
-fitting, to the first training step (after the sanity-check validation), split into stages.
-Goal: config-only commands under 1 s.
+Wall time of `python -c pass`, `python train.py --help`, `python train.py --cfg job`, `python
+predict.py` on one PNG, and the same prediction by the project's inference functions called
+without Hydra (`load_export`, `read_inputs`, `predictions` in `python -c`, the reference),
+each a fresh process, interleaved, median of the repeats, with the load average of each round;
+which heavy packages each command imports (from `python -X importtime`); `--help` also as
+Hydra lists config groups without the project's one copy of its repository; and for `python
+train.py`, the time from launch to the start of fitting, to the first training step (after the
+sanity-check validation), split into stages. Trains the default project for 3 epochs and
+exports it first. Goals: `train.py --help` under 1 s; predict at most 1.15x the reference.
 """
 
 import argparse
+import os
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from common import (
+    PACKAGE,
     add_arguments,
     median,
     project_env,
@@ -23,15 +31,54 @@ from common import (
     report,
     run,
     setup,
+    train_and_export,
     train_with_probe,
 )
+from PIL import Image
 
-COMMANDS = {
-    "python -c pass": ["-c", "pass"],
-    "python train.py --help": ["train.py", "--help"],
-    "python train.py --cfg job": ["train.py", "--cfg", "job"],
-}
-HEAVY = ("torch", "pytorch_lightning", "lightning_fabric", "torchmetrics")
+HEAVY = (
+    "torch",
+    "pytorch_lightning",
+    "lightning_fabric",
+    "torchmetrics",
+    "hydra",
+    "omegaconf",
+    "pandas",
+)
+# predict's work without its command line: the reference predict is measured against.
+INFERENCE = f"""
+import sys
+from pathlib import Path
+from {PACKAGE}.inference import load_export, predictions, read_inputs
+session, manifest = load_export(Path(sys.argv[1]))
+inputs, sources = read_inputs(Path(sys.argv[2]), manifest)
+print(predictions(session, manifest, inputs))
+"""
+# train.py --help as Hydra lists config groups on its own: a copy of its config repository each.
+HYDRA_HELP = f"""
+import sys
+sys.argv = ["train.py", "--help"]
+from {PACKAGE} import upstream
+upstream.listing_config_groups_once = lambda: None
+from {PACKAGE}.cli import train
+train()
+"""
+PREDICT = "python predict.py model=<export> input=<one PNG>"
+REFERENCE = "inference functions without Hydra (python -c)"
+
+
+def commands(export: Path, image: Path, run_dir: Path) -> dict[str, list[str]]:
+    return {
+        "python -c pass": ["-c", "pass"],
+        "python train.py --help": ["train.py", "--help"],
+        "the same, each config group listed from a copy of its own (Hydra's way)": [
+            "-c",
+            HYDRA_HELP,
+        ],
+        "python train.py --cfg job": ["train.py", "--cfg", "job"],
+        REFERENCE: ["-c", INFERENCE, str(export), str(image)],
+        PREDICT: ["predict.py", f"model={export}", f"input={image}", f"hydra.run.dir={run_dir}"],
+    }
 
 
 def heavy_imports(project: Path, args: list[str]) -> list[str]:
@@ -80,31 +127,54 @@ def main():
 
     project = setup(args)
     env = project_env(project)
-    seconds = {name: [] for name in COMMANDS}
+    seconds: dict[str, list[float]] = {}
+    loads: list[float] = []
     steps: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as scratch:
-        for _ in range(args.repeats):
-            for name, command in COMMANDS.items():
-                seconds[name].append(run(python(*command), project, env))
+        scratch = Path(scratch)
+        export = train_and_export(project, scratch, env)
+        image = scratch / "digit.png"
+        pixels = np.random.default_rng(0).integers(0, 256, (8, 8), dtype=np.uint8)
+        Image.fromarray(pixels).save(image)
+        for repeat in range(args.repeats):
+            loads.append(os.getloadavg()[0])
+            for name, command in commands(export, image, scratch / f"predict-{repeat}").items():
+                seconds.setdefault(name, []).append(run(python(*command), project, env))
         for _ in range(max(1, args.repeats // 2)):
-            for name, value in first_step(project, Path(scratch)).items():
+            for name, value in first_step(project, scratch).items():
                 steps.setdefault(name, []).append(value)
+        imports = {
+            name: heavy_imports(project, command)
+            for name, command in commands(export, image, scratch / "predict-imports").items()
+        }
 
     bare = median(seconds["python -c pass"])
-    imports = {name: heavy_imports(project, command) for name, command in COMMANDS.items()}
+    # Each round's predict against the reference of the same round, and the ratio of medians.
+    ratios = [p / r for p, r in zip(seconds[PREDICT], seconds[REFERENCE], strict=True)]
     rows = [
         [name, median(values), median(values) - bare, ", ".join(imports[name]) or "none"]
         for name, values in seconds.items()
     ]
+    rows.append(
+        [
+            "predict / reference (goal: at most 1.15)",
+            median(seconds[PREDICT]) / median(seconds[REFERENCE]),
+            f"rounds {min(ratios):.2f} to {max(ratios):.2f}",
+            "",
+        ]
+    )
     rows += [[name, median(values), "", ""] for name, values in steps.items()]
     report(
         "startup",
-        f"Start-up: wall seconds, median of {args.repeats} (first step: {max(1, args.repeats // 2)})",
+        f"Start-up: wall seconds, median of {args.repeats} interleaved rounds (first step: "
+        f"{max(1, args.repeats // 2)}); load average {min(loads):.2f} to {max(loads):.2f}",
         ["command", "seconds", "over python -c pass", "heavy imports"],
         rows,
         {
             "project": str(project),
             "seconds": seconds,
+            "predict_over_reference": ratios,
+            "load_average_per_round": loads,
             "first_step": steps,
             "heavy_imports": imports,
         },

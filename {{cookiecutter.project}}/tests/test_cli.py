@@ -18,9 +18,11 @@ from conftest import (
     kept_in_log,
     run_cli,
 )
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from {{ cookiecutter.package }}.builders import build_trainer
 from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.plain_run import NotPlain, overrides
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
 
@@ -53,6 +55,28 @@ def test_config_only_commands_do_not_import_torch(flags):
     )
     assert result.returncode == 0, result.stderr
     assert "optimized_metric" in result.stdout or "Powered by Hydra" in result.stdout
+
+
+# Values as users type them, and values that Hydra reads as something other than their text.
+READ_PLAINLY = ["./x.png", "../x", "photo.JPG", "a@b+c-d_e", "-", "+a", "0x10", "42", "-1", "+3"]
+ARGUMENTS = [*READ_PLAINLY, "/tmp/a b.png", "007", "1_000", "1.5", "1e3", ".5", "inf", "nan"]
+ARGUMENTS += ["infinity"]
+ARGUMENTS += ["true", "False", "null", "'quoted'", "[1,2]", "a,b", "${paths.log_dir}", "~x"]
+
+
+@pytest.mark.parametrize("value", ARGUMENTS)
+@pytest.mark.parametrize("key", ["input", "hydra.run.dir", "+input", "paths.log_dir"])
+def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key, value):
+    argument = f"{key}={value}"
+    try:
+        plain = overrides([argument])
+    except NotPlain:  # Hydra reads it
+        assert key.startswith(("+", "paths.")) or value not in READ_PLAINLY
+        return
+    [override] = OverridesParser.create().parse_overrides([argument])
+    assert override.get_key_element() in {"input", "hydra.run.dir"}
+    assert plain == {override.get_key_element(): override.value()}
+    assert type(plain[key]) is type(override.value())
 
 
 @pytest.mark.parametrize(

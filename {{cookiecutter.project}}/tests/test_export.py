@@ -28,6 +28,8 @@ from conftest import (
 )
 
 from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.export.report import latency_warning
+from {{ cookiecutter.package }}.export.verify import latency
 from {{ cookiecutter.package }}.files import staged
 from {{ cookiecutter.package }}.options import ExportOptions, validated
 from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
@@ -65,9 +67,53 @@ def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run)
     assert set(report["results"]) == {"eager", *FILES}
     for result in report["results"].values():
         assert set(result["parity"]) == set(result["latency_ms"]) == {"1", "37", "64"}
+        assert set(result["latency_spread"]) == {"1", "37", "64"}
+        assert all(spread >= 0 for spread in result["latency_spread"].values())
         assert all(check["max_abs_diff"] <= report["atol"] for check in result["parity"].values())
         assert all(check["argmax_agreement"] == 1.0 for check in result["parity"].values())
         assert all(ms > 0 for ms in result["latency_ms"].values())
+
+
+def test_too_few_latency_repeats_warn_in_one_line_and_leave_out_the_speed_ups(
+    trained_run, tmp_path
+):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY, f"hydra.run.dir={tmp_path}"]
+    result = run_cli("export.py", *overrides)
+    assert result.returncode == 0, result.stderr
+    [warning] = [line for line in result.stdout.splitlines() if line.startswith("warning:")]
+    assert warning.startswith("warning: latency too noisy to compare formats, speed-ups left out")
+    assert "latency.repeats=3 is too few to tell (at least 10)" in warning
+    report = read(tmp_path / "report.json")
+    assert report["latency_warning"] == warning
+    assert report["cores"] >= 1 and report["load_average"] >= 0
+    table = [line for line in result.stdout.splitlines() if line.startswith(("eager", "onnx "))]
+    assert len(table) == 2 and not any(re.search(r"\dx\)", line) for line in table)
+
+
+def timed(*seconds: float) -> dict:
+    """Latency results of a real call that sleeps for each of `seconds` in turn."""
+    calls = iter(seconds * 20)
+
+    def run(inputs):
+        time.sleep(next(calls))
+
+    ms, spread = latency(run, np.zeros(1), warmup=0, repeats=20)
+    return {"latency_ms": {"1": ms}, "latency_spread": {"1": spread}}
+
+
+def test_latency_warns_of_timings_that_spread_and_of_a_busy_machine():
+    steady, jumpy = timed(0.02), timed(0.002, 0.002, 0.03)
+    assert latency_warning({"eager": steady, "onnx": steady}, 20, load=0.5, cores=2) is None
+    spread = latency_warning({"eager": steady, "onnx": jumpy}, 20, load=0.5, cores=2)
+    assert re.fullmatch(
+        r"warning: latency too noisy to compare formats, speed-ups left out: the timings of "
+        r"onnx at batch 1 spread over \d+% of their median \(at most 50%\); export again on a "
+        r"quieter machine, or with more latency.repeats",
+        spread or "",
+    )
+    busy = latency_warning({"eager": steady, "onnx": steady}, 20, load=3.2, cores=2)
+    assert "speed-ups left out: the load average is 3.2 on 2 cores; export again" in (busy or "")
 
 
 def test_model_onnx_holds_no_node_metadata_nor_paths_of_this_machine(exported_run):

@@ -2,13 +2,18 @@
 table rows), on image files and folders; clear errors."""
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 from conftest import (
+    ROOT,
     compose_config,
     eager_classes,
     error_lines,
@@ -55,6 +60,67 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, samples, tmp_
     assert [p["class"] for p in predictions] == samples["classes"]
     assert f"{samples['path'].name}[{count - 1}]" in result.stdout  # the printed table
     assert kept_in_log(tmp_path / "run" / "predict.log") == result.stdout.splitlines()
+
+
+# What predict on an image file must not import: Hydra and pandas (and torch) take longer to
+# import than the prediction takes.
+NOT_FOR_AN_IMAGE = ["hydra", "omegaconf", "pandas", "torch", "pytorch_lightning"]
+
+
+def test_predict_on_an_image_imports_neither_hydra_nor_pandas(digits_export, tmp_path):
+    [image] = save_pngs(load_digits().images[:1], tmp_path / "image")
+    arguments = [f"model={digits_export}", f"input={image}", f"hydra.run.dir={tmp_path / 'run'}"]
+    code = (
+        "import json, sys\n"
+        f"sys.argv = ['predict.py', *{arguments}]\n"
+        "from {{ cookiecutter.package }}.cli import predict\n"
+        "predict()\n"
+        f"print(json.dumps([name for name in {NOT_FOR_AN_IMAGE} if name in sys.modules]))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.splitlines()[-1]) == []
+    [prediction] = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]
+    assert prediction["file"] == str(image)
+
+
+def test_plain_settings_and_hydra_give_the_same_run(digits_export, tmp_path):
+    """The same prediction through the plain route and through Hydra (a quoted value is
+    Hydra's): the same predictions, config and log, and each accepts the other's directory as
+    a run of its own settings."""
+    [image] = save_pngs(load_digits().images[:1], tmp_path / "image")
+    settings = {"plain": f"input={image}", "hydra": f"input='{image}'"}
+    runs = {route: tmp_path / route for route in settings}
+    for route, setting in settings.items():
+        result = run_cli("predict.py", f"model={digits_export}", setting, "top_k=2",
+                         f"hydra.run.dir={runs[route]}")  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    plain, hydra = runs["plain"], runs["hydra"]
+    assert (hydra / ".hydra" / "hydra.yaml").is_file()  # it did run through Hydra
+    assert not (plain / ".hydra" / "hydra.yaml").exists()
+    for name in ["predictions.json", ".hydra/config.yaml"]:
+        assert (plain / name).read_text() == (hydra / name).read_text()
+    assert kept_in_log(plain / "predict.log") == kept_in_log(hydra / "predict.log")
+    overrides = [f"model_path={digits_export}", f"input={image}", "top_k=2"]
+    assert yaml.safe_load((plain / ".hydra" / "overrides.yaml").read_text()) == overrides
+    for route, setting in settings.items():  # each in the other's directory
+        other = hydra if route == "plain" else plain
+        again = run_cli("predict.py", f"model={digits_export}", setting, "top_k=2",
+                        f"hydra.run.dir={other}")  # fmt: skip
+        assert again.returncode == 0, again.stderr
+        changed = run_cli("predict.py", f"model={digits_export}", setting, "top_k=3",
+                          f"hydra.run.dir={other}")  # fmt: skip
+        assert error_lines(changed) == [
+            f"error: {other} holds a run with other settings (top_k was 2, now 3): rerun it "
+            "with its own settings to resume it, or choose a new hydra.run.dir"
+        ]
 
 
 # Greyscale PNG files that hold exactly the digits' values: a known image dataset.

@@ -6,10 +6,12 @@ import importlib
 import inspect
 import io
 import logging
+import os
 import pickle
 import re
 import signal
 import socket
+import subprocess
 import sys
 import warnings
 from argparse import Namespace
@@ -20,6 +22,7 @@ import pytorch_lightning as pl
 import torch
 import uvicorn
 import wandb
+from conftest import ROOT
 from hydra.errors import CompactHydraException
 from pytorch_lightning.callbacks import ModelSummary
 from pytorch_lightning.demos.boring_classes import BoringModel
@@ -227,6 +230,34 @@ def test_hydra_raises_its_report_with_hydra_full_error_and_it_fits_one_line(
     monkeypatch.delenv("HYDRA_FULL_ERROR")
     with pytest.raises(SystemExit):  # without it: Hydra prints its report and exits
         hydra_app(override)
+
+
+def test_hydra_help_lists_the_same_config_groups_with_one_repository_copy():
+    """train.py --help with the listing made once, against Hydra's own listing of every group."""
+
+    def help_text(hydra_own: bool) -> str:
+        code = (
+            "import sys\n"
+            "sys.argv = ['train.py', '--help']\n"
+            "from {{ cookiecutter.package }} import upstream\n"
+            f"if {hydra_own}: upstream.listing_config_groups_once = lambda: None\n"
+            "from {{ cookiecutter.package }}.cli import train\n"
+            "train()\n"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    once = help_text(hydra_own=False)
+    assert "data: " in once and "optimized_metric" in once  # the groups and the config
+    assert once == help_text(hydra_own=True)
 
 
 def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_headers():

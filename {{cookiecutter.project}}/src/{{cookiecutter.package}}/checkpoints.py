@@ -1,6 +1,7 @@
 """Checkpoints: safe loading and rebuilding (nothing in a checkpoint can run code), atomic
 writing, and finding the one to resume from."""
 
+import copy
 import logging
 import mmap
 import pickle
@@ -244,13 +245,19 @@ class ConfigInCheckpoint(pl.Callback):
 
     def __init__(self, model: DictConfig, data: DictConfig):
         self.model, self.data = model, data
+        self.resolved: dict | None = None
 
     def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
+        # Resolved at the first save only: the configs do not change during a run, and resolving
+        # them took longer than the rest of a save of the example's checkpoint.
+        if self.resolved is None:
+            self.resolved = {
+                "model": OmegaConf.to_container(self.model, resolve=True),
+                "data": OmegaConf.to_container(self.data, resolve=True),
+            }
         contract = getattr(trainer.datamodule, "contract", None)
-        checkpoint["config"] = {
-            "model": OmegaConf.to_container(self.model, resolve=True),
-            "data": OmegaConf.to_container(self.data, resolve=True),
-            "contract": contract.to_dict() if contract else None,
+        checkpoint["config"] = copy.deepcopy(self.resolved) | {
+            "contract": contract.to_dict() if contract else None
         }
 
 

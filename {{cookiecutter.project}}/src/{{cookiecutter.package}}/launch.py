@@ -1,5 +1,5 @@
-"""Launching under Hydra: torchrun's ranks, multirun jobs with DDP, and the end of each job, by
-signal too.
+"""Launching under Hydra: the run directory's records kept, torchrun's ranks, multirun jobs with
+DDP, and the end of each job, by signal too.
 
 No torch at import: the CLI registers `run_stamp` before config-only commands too.
 """
@@ -18,8 +18,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
 
-from .console import UserError
+from .console import UserError, exit_with_error
+from .run_dir import process_rank, refusal
 from .upstream import launched_ranks, signal_that_ended
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
@@ -39,6 +41,28 @@ def run_stamp(pattern: str) -> str:
 
     store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
     return store.compare_set(f"run_stamp/{pattern}", "", stamp).decode()
+
+
+class KeepRunRecords(Callback):
+    """Stops a run whose directory holds another task's or another config's run, or cannot be
+    written, with one line, before Hydra writes anything there (configs/hydra/default.yaml).
+
+    Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
+    `on_run_start` comes before that. The same config in its own directory passes, so that an
+    interrupted run resumes. Only rank 0 checks: every rank of a torchrun or DDP run starts the
+    same command, in the directory that rank 0 is making.
+    """
+
+    def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        if process_rank() != 0:
+            return
+        HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
+        task_config = OmegaConf.to_container(config)
+        del task_config["hydra"]
+        written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
+        problem = refusal(Path(config.hydra.run.dir), task_config, written)
+        if problem:
+            exit_with_error(problem)
 
 
 def relaunches_script(trainer) -> bool:

@@ -7,10 +7,10 @@ No torch here: predict and serve use it too.
 """
 
 import os
+import sys
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -37,6 +37,12 @@ FROM_ONNX = ("onnx_int8", "onnx_optimized")
 OLDEST_OPSET = 18
 # The longest a batch may wait for more requests: far beyond what batching gains.
 MOST_BATCH_TIMEOUT = 1
+
+
+def usable_cores() -> int:
+    """The cores this process may use."""
+    affinity = getattr(os, "sched_getaffinity", None)
+    return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
 @dataclass(frozen=True)
@@ -209,8 +215,7 @@ class ServeOptions(Options):
 
     @model_validator(mode="after")
     def fits_the_machine(self) -> "ServeOptions":
-        affinity = getattr(os, "sched_getaffinity", None)  # the cores this process may use
-        cores = len(affinity(0)) if affinity else os.cpu_count() or 1
+        cores = usable_cores()
         if self.workers * self.threads > cores:
             raise ValueError(
                 f"workers={self.workers} x threads={self.threads} onnxruntime threads would "
@@ -219,7 +224,7 @@ class ServeOptions(Options):
         return self
 
 
-def validated(kind: Any, section: DictConfig | dict, prefix: str = "", **facts: Any) -> Any:
+def validated(kind: Any, section: Any, prefix: str = "", **facts: Any) -> Any:
     """The options of `kind` (a class above, or DATA) that `section` of a config gives, checked
     and typed. The first that breaks its type, range or a rule across options is one line;
     `facts` are what a range depends on that only the command knows."""
@@ -275,7 +280,12 @@ def fields(kind: Any) -> dict[str, Any]:
 
 
 def plain(value: Any) -> Any:
-    """A config value as Python: lists and dicts, interpolations resolved."""
+    """A config value as Python: lists and dicts, interpolations resolved. OmegaConf only where
+    the config is Hydra's: predict's plain runs give plain values (plain_run.py)."""
+    if "omegaconf" not in sys.modules:
+        return value
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
     if isinstance(value, DictConfig | ListConfig):
         return OmegaConf.to_container(value, resolve=True)
     return value

@@ -1,7 +1,8 @@
-"""A run directory keeps one run's records: a Hydra callback refuses, before Hydra writes
-anything, a directory that holds another task's or another config's run, or cannot be written.
+"""A run directory keeps one run's records: a run is refused, before anything is written, a
+directory that holds another task's or another config's run, or cannot be written. Hydra's runs
+check through the callback `launch.KeepRunRecords`, predict's plain runs (plain_run.py) directly.
 
-No torch at import: predict, which runs without torch, is guarded as every task is.
+No torch and no Hydra at import: predict, which runs without either, is guarded as every task is.
 """
 
 import os
@@ -9,11 +10,9 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from hydra.core.hydra_config import HydraConfig
-from hydra.experimental.callback import Callback
-from omegaconf import DictConfig, OmegaConf
+import yaml
 
-from .console import cannot_write, exit_with_error
+from .console import cannot_write
 
 # The longest file name that most file systems take, where the system does not say.
 NAME_MAX = 255
@@ -30,36 +29,18 @@ def process_rank() -> int:
     return 0
 
 
-class KeepRunRecords(Callback):
-    """Stops a run whose directory holds another task's or another config's run, or cannot be
-    written, with one line, before Hydra writes anything there (configs/hydra/default.yaml).
-
-    Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
-    `on_run_start` comes before that. The same config in its own directory passes, so that an
-    interrupted run resumes. Only rank 0 checks: every rank of a torchrun or DDP run starts the
-    same command, in the directory that rank 0 is making.
-    """
-
-    def on_run_start(self, config: DictConfig, **kwargs) -> None:
-        if process_rank() != 0:
-            return
-        HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
-        run_dir = Path(config.hydra.run.dir).absolute()
-        task_config = OmegaConf.to_container(config)
-        del task_config["hydra"]
-        problem = (
-            name_too_long(run_dir, "hydra.run.dir")
-            or other_run(run_dir, task_config)
-            or unwritable(run_dir)
-        )
-        # paths.output_dir, where the task writes its files, set apart from the run directory.
-        written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
-        if not problem and written and Path(written).absolute() != run_dir:
-            earlier = Path(written).absolute()
-            if (earlier / ".hydra" / "config.yaml").is_file():
-                problem = other_run(earlier, task_config)
-        if problem:
-            exit_with_error(problem)
+def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
+    """Why a run of `config` (its task config, unresolved, without `hydra`) must not start in
+    `run_dir`, if it must not; `output_dir` is `paths.output_dir`, where the task writes its
+    files, when it resolves."""
+    run_dir = run_dir.absolute()
+    problem = name_too_long(run_dir, "hydra.run.dir")
+    problem = problem or other_run(run_dir, config) or unwritable(run_dir)
+    if not problem and output_dir and Path(output_dir).absolute() != run_dir:
+        earlier = Path(output_dir).absolute()
+        if (earlier / ".hydra" / "config.yaml").is_file():
+            problem = other_run(earlier, config)
+    return problem
 
 
 def other_run(run_dir: Path, config: dict) -> str | None:
@@ -76,7 +57,7 @@ def other_run(run_dir: Path, config: dict) -> str | None:
                 "choose a new or empty hydra.run.dir"
             )
         return None
-    earlier = OmegaConf.to_container(OmegaConf.load(saved))
+    earlier = yaml.safe_load(saved.read_text()) or {}
     if earlier.get("task_name") != config.get("task_name"):
         return (
             f"{run_dir} holds a {earlier.get('task_name')} run; {config.get('task_name')} writes "

@@ -150,6 +150,28 @@ def hydra_error_line(error: Exception) -> str:
     return line
 
 
+def listing_config_groups_once() -> None:
+    """Hydra's `--help` lists every config group and its options, and makes a deep copy of its
+    whole config repository for each such list: over a hundred copies for this project's groups,
+    most of the time `train.py --help` takes. This makes one copy serve every list of one
+    process, for the same config name and overrides: listing reads the copy, never changes it.
+
+    Relies on: `ConfigLoaderImpl._parse_overrides_and_create_caching_repo(config_name,
+    overrides)` of hydra-core 1.3, which `get_group_options` calls for each list."""
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+
+    make = ConfigLoaderImpl._parse_overrides_and_create_caching_repo
+    made: dict = {}
+
+    def once(self, config_name, overrides):
+        key = (id(self), config_name, tuple(overrides))
+        if key not in made:
+            made[key] = make(self, config_name, overrides)
+        return made[key]
+
+    ConfigLoaderImpl._parse_overrides_and_create_caching_repo = once  # type: ignore[method-assign]
+
+
 # --- uvicorn (0.54) ------------------------------------------------------------------------------
 
 

@@ -17,6 +17,12 @@ FORMAT_VARIANTS = {name: variant for variant, name in VARIANTS.items()}
 SCHEMA = "manifest.schema.json"
 # Quantized: its outputs differ from fp32 by design, so the test metric judges it, not atol.
 BY_METRIC = ("onnx_int8",)
+# Latency figures worth comparing: from at least this many timed calls per cell, whose
+# interquartile range stays within this share of their median, on a machine whose load average
+# does not exceed its cores. Otherwise other processes set the times, and a ratio between two
+# formats says nothing (one export measured eager 7494x slower than onnxruntime under load).
+MIN_REPEATS = 10
+MAX_SPREAD = 0.5
 
 
 def worst_diff(result: dict) -> float:
@@ -128,9 +134,37 @@ def fastest(results: dict[str, dict]) -> dict[str, str]:
     return {size: min(timed, key=lambda variant: timed[variant][size]) for size in sizes}
 
 
-def table(results: dict[str, dict], files: dict[str, Path]) -> str:
+def latency_warning(results: dict[str, dict], repeats: int, load: float, cores: int) -> str | None:
+    """One line saying why the latency figures are too noisy to compare, if they are: too few
+    repeats to tell, timings of a cell spread too wide, or a machine busier than its cores."""
+    reasons = []
+    if repeats < MIN_REPEATS:
+        reasons.append(f"latency.repeats={repeats} is too few to tell (at least {MIN_REPEATS})")
+    spreads = [
+        (spread, name, size)
+        for name, result in results.items()
+        for size, spread in result["latency_spread"].items()
+    ]
+    spread, name, size = max(spreads)
+    if repeats >= MIN_REPEATS and spread > MAX_SPREAD:
+        reasons.append(
+            f"the timings of {name} at batch {size} spread over {spread:.0%} of their median "
+            f"(at most {MAX_SPREAD:.0%})"
+        )
+    if load > cores:
+        reasons.append(f"the load average is {load:.1f} on {cores} cores")
+    if not reasons:
+        return None
+    return (
+        f"warning: latency too noisy to compare formats, speed-ups left out: {'; '.join(reasons)}"
+        "; export again on a quieter machine, or with more latency.repeats"
+    )
+
+
+def table(results: dict[str, dict], files: dict[str, Path], speedups: bool = True) -> str:
     """Size, test metric, parity (the largest difference, and the task's own checks, such as
-    argmax agreement) and latency per format; each latency with its speed-up over eager."""
+    argmax agreement) and latency per format; each latency with its speed-up over eager, where
+    `speedups`."""
     eager = results["eager"]["latency_ms"]
     metric = next(iter(results["eager"]["metric"]))
     checks = [
@@ -147,7 +181,10 @@ def table(results: dict[str, dict], files: dict[str, Path]) -> str:
     ]
     rows = []
     for name, result in results.items():
-        timings = [f"{ms:.3f} ({eager[n] / ms:.1f}x)" for n, ms in result["latency_ms"].items()]
+        timings = [
+            f"{ms:.3f} ({eager[n] / ms:.1f}x)" if speedups else f"{ms:.3f}"
+            for n, ms in result["latency_ms"].items()
+        ]
         worst = [min(size[check] for size in result["parity"].values()) for check in checks]
         file, size = (
             (files[name].name, f"{result['bytes'] / 1024:.1f}") if name in files else ("-", "-")

@@ -38,8 +38,9 @@ def split_metric(
     return task.metric(np.concatenate(outputs), np.concatenate(targets))
 
 
-def latency_ms(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> float:
-    """Median wall time of one call, after warm-up runs that fill caches and plan kernels."""
+def latency(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> tuple[float, float]:
+    """Median wall time of one call in milliseconds, after warm-up runs that fill caches and plan
+    kernels, and the spread of the timings: their interquartile range over their median."""
     for _ in range(warmup):
         run(inputs)
     times = []
@@ -47,7 +48,11 @@ def latency_ms(run: Runner, inputs: np.ndarray, warmup: int, repeats: int) -> fl
         start = time.perf_counter()
         run(inputs)
         times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
+    median = statistics.median(times)
+    if len(times) < 2:
+        return 1000 * median, 0.0
+    first, _, third = statistics.quantiles(times, n=4, method="inclusive")
+    return 1000 * median, (third - first) / median
 
 
 def measure(
@@ -59,11 +64,13 @@ def measure(
     warmup: int,
     repeats: int,
 ) -> dict:
-    """Parity and latency at each of `batch_sizes`, keyed by batch size."""
-    results: dict[str, dict] = {"parity": {}, "latency_ms": {}}
+    """Parity, latency and the spread of its timings at each of `batch_sizes`, keyed by batch
+    size."""
+    results: dict[str, dict] = {"parity": {}, "latency_ms": {}, "latency_spread": {}}
     for size in batch_sizes:
         inputs = samples[:size]
         results["parity"][str(size)] = parity(run, reference(inputs), inputs, task)
-        timing = latency_ms(run, inputs, warmup, repeats)
-        results["latency_ms"][str(size)] = timing
+        ms, spread = latency(run, inputs, warmup, repeats)
+        results["latency_ms"][str(size)] = ms
+        results["latency_spread"][str(size)] = spread
     return results

@@ -1,6 +1,7 @@
 """Export: write each format, reload it from disk, check it against the eager model, report."""
 
 import importlib
+import os
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torc
 from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import STAGING, move_files, save_json, staged_folder
 from ..models import Transformer
-from ..options import FORMATS, FROM_ONNX, ExportOptions, validated
+from ..options import FORMATS, FROM_ONNX, ExportOptions, usable_cores, validated
 from ..run_dir import name_too_long, unwritable
 
 # Each format is the module of its name in export/.
@@ -148,16 +149,23 @@ def export(cfg: DictConfig) -> dict:
             results[name] |= how | report.facts(name, files[name], results)
 
         failed = report.failures(results, options.atol, options.max_metric_drop)
+        load, cores = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0, usable_cores()
+        noisy = report.latency_warning(results, options.latency.repeats, load, cores)
         summary = {
             "atol": options.atol,
             "max_metric_drop": options.max_metric_drop,
             "passed": not failed,
             "failures": failed,
             "fastest_onnx_variant": report.fastest(results),
+            "latency_warning": noisy,
+            "load_average": load,
+            "cores": cores,
             "results": results,
         }
         save_json(staging / "report.json", summary)
-        show(report.table(results, files))
+        show(report.table(results, files, speedups=not noisy))
+        if noisy:
+            show(noisy)
         if summary["fastest_onnx_variant"]:
             by_size = summary["fastest_onnx_variant"].items()
             show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
