@@ -92,9 +92,10 @@ def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(
 @pytest.mark.slow
 def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project, tmp_path):
     """What a choice changes, exercised: a short run logs with the chosen default logger, and
-    the project's own config tests, which compose and build every option with that default,
-    pass. The rest of its suite runs the same code whatever the choice (tests pick their logger
-    themselves) and runs on the default render in test_generated_suite.py."""
+    the project's own config tests of what that default is part of pass: every logger option
+    composed and built with it, and the option checks of export, predict and serve. The rest of its suite runs the same code
+    whatever the choice (tests pick their logger themselves) and runs on the default render in
+    test_generated_suite.py."""
     choice, project = choice_project
     run_dir, log_dir = tmp_path / "run", tmp_path / "logs"
     overrides = ["debug=limit", "trainer.enable_progress_bar=false"]
@@ -105,9 +106,8 @@ def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project,
     written = {"wandb": run_dir / "wandb", "mlflow": log_dir / "mlflow.db", "csv": run_dir / "csv"}
     assert written[choice["logger"]].is_dir() or written[choice["logger"]].is_file()
 
-    suite = run_in(
-        project, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_configs.py"
-    )
+    chosen = ["tests/test_configs.py", "-k", "logger or commands_options"]
+    suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chosen)
     assert suite.returncode == 0, suite.stdout[-3000:]
     assert " passed" in suite.stdout and " failed" not in suite.stdout
 
