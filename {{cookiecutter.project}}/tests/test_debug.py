@@ -18,8 +18,9 @@ def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
 
 
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
-    # A train.py process of its own, as users run it: without the config's acc_events it crashed
-    # (SIGSEGV). Without loader workers: a worker forked mid-trace crashed it too.
+    # A train.py process of its own, as users run it: a crash of the profiler (see the config)
+    # fails this test rather than a pytest worker. Without loader workers: a worker forked
+    # mid-trace crashed it too.
     overrides = ["debug=profiler_torch", *QUIET, *FEW_BATCHES, *SMALL_BATCHES, "test=false"]
     overrides += ["data.num_workers=0", f"hydra.run.dir={tmp_path}"]
     result = run_cli("train.py", *overrides)
