@@ -243,8 +243,10 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     assert [record.getMessage() for record in caplog.records] == []
     printed = capsys.readouterr()
     assert printed.err == ""
-    # The table (two header lines, eager and three formats), the fastest variant, the folder.
-    lines = printed.out.splitlines()
+    # The table (two header lines, eager and three formats), the fastest variant, the folder;
+    # and on a busy machine the line that says the timings are too noisy to compare.
+    noisy = "warning: latency too noisy to compare formats"
+    lines = [line for line in printed.out.splitlines() if not line.startswith(noisy)]
     assert len(lines) == 8 and lines[-2].startswith("fastest ONNX variant: ")
     assert lines[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
 
