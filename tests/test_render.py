@@ -93,9 +93,9 @@ def test_choice_render_is_clean_and_differs_only_where_the_choice_matters(
 def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project, tmp_path):
     """What a choice changes, exercised: a short run logs with the chosen default logger, and
     the project's own config tests of what that default is part of pass: every logger option
-    composed and built with it, and the option checks of export, predict and serve. The rest of its suite runs the same code
-    whatever the choice (tests pick their logger themselves) and runs on the default render in
-    test_generated_suite.py."""
+    composed and built with it, and the option checks of export, predict and serve. The rest of
+    its suite runs the same code whatever the choice (tests pick their logger themselves) and
+    runs on the default render in test_generated_suite.py."""
     choice, project = choice_project
     run_dir, log_dir = tmp_path / "run", tmp_path / "logs"
     overrides = ["debug=limit", "trainer.enable_progress_bar=false"]
