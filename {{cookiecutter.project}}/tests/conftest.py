@@ -282,6 +282,16 @@ def finish(process: subprocess.Popen, timeout=300) -> subprocess.CompletedProces
     return subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr)
 
 
+def run_code(code: str, timeout=120) -> subprocess.CompletedProcess:
+    """Runs `python -c <code>` in a fresh process with the project's package importable: for
+    what a process imports, which this one has long since done."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [sys.executable, "-c", code]
+    return subprocess.run(
+        command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def run_cli(script: str, *overrides: str, timeout=300, **options) -> subprocess.CompletedProcess:
     """Runs a command as `start_cli` starts it, and returns its result."""
     return finish(start_cli(script, *overrides, **options), timeout)

@@ -1,10 +1,7 @@
 """The command line as users meet it: mistakes give one clear line (DDP: test_distributed.py)."""
 
-import os
 import resource
 import signal
-import subprocess
-import sys
 
 import pytest
 import torch
@@ -12,11 +9,11 @@ from conftest import (
     CONFIGS,
     FAST_LATENCY,
     QUIET,
-    ROOT,
     compose_config,
     error_lines,
     kept_in_log,
     run_cli,
+    run_code,
 )
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -45,14 +42,7 @@ def test_config_only_commands_do_not_import_torch(flags):
         "train()\n"
         "assert 'torch' not in sys.modules and 'pytorch_lightning' not in sys.modules\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    result = run_code(code, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "optimized_metric" in result.stdout or "Powered by Hydra" in result.stdout
 

@@ -2,24 +2,21 @@
 table rows), on image files and folders; clear errors."""
 
 import json
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 from conftest import (
-    ROOT,
     compose_config,
     eager_classes,
     error_lines,
     kept_in_log,
     png_claiming,
     run_cli,
+    run_code,
     run_predict,
     save_pngs,
     trained_data,
@@ -77,14 +74,7 @@ def test_predict_on_an_image_imports_neither_hydra_nor_pandas(digits_export, tmp
         "predict()\n"
         f"print(json.dumps([name for name in {NOT_FOR_AN_IMAGE} if name in sys.modules]))\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    result = run_code(code)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == []
     [prediction] = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]

@@ -6,12 +6,10 @@ import importlib
 import inspect
 import io
 import logging
-import os
 import pickle
 import re
 import signal
 import socket
-import subprocess
 import sys
 import warnings
 from argparse import Namespace
@@ -22,7 +20,7 @@ import pytorch_lightning as pl
 import torch
 import uvicorn
 import wandb
-from conftest import ROOT
+from conftest import run_code
 from hydra.errors import CompactHydraException
 from pytorch_lightning.callbacks import ModelSummary
 from pytorch_lightning.demos.boring_classes import BoringModel
@@ -244,14 +242,7 @@ def test_hydra_help_lists_the_same_config_groups_with_one_repository_copy():
             "from {{ cookiecutter.package }}.cli import train\n"
             "train()\n"
         )
-        result = subprocess.run(
-            [sys.executable, "-c", code],
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        result = run_code(code)
         assert result.returncode == 0, result.stderr
         return result.stdout
 
