@@ -25,6 +25,8 @@ from .run_dir import process_rank, refusal
 from .upstream import launched_ranks, signal_that_ended
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
+# The key in torchrun's store that rank 0 sets once it has checked the run directory.
+CHECKED_RUN_DIR = "run_dir_checked"
 
 
 def run_stamp(pattern: str) -> str:
@@ -35,12 +37,19 @@ def run_stamp(pattern: str) -> str:
     in the store that torchrun's agent runs for its workers; the others read it from there.
     """
     stamp = datetime.now().strftime(pattern)
-    if "TORCHELASTIC_RUN_ID" not in os.environ:
+    store = torchrun_store()
+    if store is None:
         return stamp
+    return store.compare_set(f"run_stamp/{pattern}", "", stamp).decode()
+
+
+def torchrun_store():
+    """The key-value store that torchrun's agent runs for its workers, or None outside torchrun."""
+    if "TORCHELASTIC_RUN_ID" not in os.environ:
+        return None
     from torch.distributed import TCPStore
 
-    store = TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
-    return store.compare_set(f"run_stamp/{pattern}", "", stamp).decode()
+    return TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=False)
 
 
 class KeepRunRecords(Callback):
@@ -50,11 +59,15 @@ class KeepRunRecords(Callback):
     Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
     `on_run_start` comes before that. The same config in its own directory passes, so that an
     interrupted run resumes. Only rank 0 checks: every rank of a torchrun or DDP run starts the
-    same command, in the directory that rank 0 is making.
+    same command, in the directory that rank 0 is making. torchrun starts them all at once, so
+    the others wait for the check: what they write there would make the directory look taken.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
+        store = torchrun_store()
         if process_rank() != 0:
+            if store is not None:
+                store.wait([CHECKED_RUN_DIR])
             return
         HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
         task_config = OmegaConf.to_container(config)
@@ -63,6 +76,8 @@ class KeepRunRecords(Callback):
         problem = refusal(Path(config.hydra.run.dir), task_config, written)
         if problem:
             exit_with_error(problem)
+        if store is not None:
+            store.set(CHECKED_RUN_DIR, "yes")
 
 
 def relaunches_script(trainer) -> bool:
