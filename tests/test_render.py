@@ -106,7 +106,8 @@ def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project,
     written = {"wandb": run_dir / "wandb", "mlflow": log_dir / "mlflow.db", "csv": run_dir / "csv"}
     assert written[choice["logger"]].is_dir() or written[choice["logger"]].is_file()
 
-    chosen = ["tests/test_configs.py", "-k", "logger or commands_options"]
+    # In one process (-n 0): a few quick tests, where each worker would import torch first.
+    chosen = ["tests/test_configs.py", "-k", "logger or commands_options", "-n", "0"]
     suite = run_in(project, "-m", "pytest", "-q", "-p", "no:cacheprovider", *chosen)
     assert suite.returncode == 0, suite.stdout[-3000:]
     assert " passed" in suite.stdout and " failed" not in suite.stdout

@@ -16,11 +16,13 @@ import subprocess
 import sys
 import time
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -78,6 +80,12 @@ def pytest_generate_tests(metafunc):
     if "pipeline_case" in metafunc.fixturenames:
         cases = metafunc.config.getoption("data") or [*SHIPPED_DATA, "table+regressor"]
         metafunc.parametrize("pipeline_case", cases)
+
+
+def pytest_collection_modifyitems(items):
+    """The slow tests first: pytest-xdist hands tests to its workers in this order, and the
+    quick ones then fill the last minutes of each, not one long test running alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 def pytest_runtest_setup(item):
@@ -353,14 +361,28 @@ def error_lines(result: subprocess.CompletedProcess) -> list[str]:
     return [line for line in result.stderr.splitlines() if line.startswith("error:")]
 
 
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
+    """The folder `name`, which `make(folder)` fills once a test session: pytest-xdist's
+    workers share it, as each would otherwise train the same model again."""
+    base = tmp_path_factory.getbasetemp()
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        base = base.parent  # the session's folder, that holds each worker's
+    folder = base / name
+    with FileLock(f"{folder}.lock"):
+        if not (base / f"{name}.done").exists():
+            shutil.rmtree(folder, ignore_errors=True)  # what a worker that failed left
+            folder.mkdir()
+            make(folder)
+            (base / f"{name}.done").touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def trained_run(tmp_path_factory) -> Path:
     """A real training run with the default config, shared by tests that only read it."""
     from {{ cookiecutter.package }}.tasks.train import train
 
-    output_dir = tmp_path_factory.mktemp("trained")
-    train(compose_config("train", output_dir))
-    return output_dir
+    return made_once(tmp_path_factory, "trained", lambda run: train(compose_config("train", run)))
 
 
 def export_run(run: Path, output_dir: Path) -> Path:
@@ -375,7 +397,7 @@ def export_run(run: Path, output_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def exported_run(trained_run, tmp_path_factory) -> Path:
     """Every export format of the trained run's best checkpoint, shared by read-only tests."""
-    return export_run(trained_run, tmp_path_factory.mktemp("exported"))
+    return made_once(tmp_path_factory, "exported", functools.partial(export_run, trained_run))
 
 
 @pytest.fixture(scope="session")
@@ -392,7 +414,8 @@ def digits_export(request, digits_run, tmp_path_factory) -> Path:
     """Every export format of `digits_run`."""
     if default_data() == "digits":
         return request.getfixturevalue("exported_run")
-    return export_run(digits_run, tmp_path_factory.mktemp("digits_exported"))
+    export = functools.partial(export_run, digits_run)
+    return made_once(tmp_path_factory, "digits_exported", export)
 
 
 def train_briefly(tmp_path_factory, name: str, overrides: list[str], epochs=3) -> Path:
@@ -400,10 +423,10 @@ def train_briefly(tmp_path_factory, name: str, overrides: list[str], epochs=3) -
     exports."""
     from {{ cookiecutter.package }}.tasks.train import train
 
-    output_dir = tmp_path_factory.mktemp(name)
     overrides = [*overrides, *([f"trainer.max_epochs={epochs}"] if epochs else [])]
-    train(compose_config("train", output_dir, overrides))
-    return output_dir
+    return made_once(
+        tmp_path_factory, name, lambda run: train(compose_config("train", run, overrides))
+    )
 
 
 # Each shipped network on the digits: the CNN needs images, and these runs show how export
@@ -423,10 +446,13 @@ def transformer_run(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def example_data(tmp_path_factory) -> dict[str, Path]:
     """The example data, as scripts/ writes it for users: image folders and CSV tables."""
-    folder = tmp_path_factory.mktemp("example_data")
-    for script, name in (("example_images.py", "images"), ("example_tables.py", "tables")):
-        command = [sys.executable, str(ROOT / "scripts" / script), str(folder / name)]
-        subprocess.run(command, check=True, capture_output=True, timeout=300)
+
+    def write(folder: Path) -> None:
+        for script, name in (("example_images.py", "images"), ("example_tables.py", "tables")):
+            command = [sys.executable, str(ROOT / "scripts" / script), str(folder / name)]
+            subprocess.run(command, check=True, capture_output=True, timeout=300)
+
+    folder = made_once(tmp_path_factory, "example_data", write)
     return {
         "images": folder / "images",
         "breast_cancer": folder / "tables" / "breast_cancer.csv",

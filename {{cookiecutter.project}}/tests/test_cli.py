@@ -24,6 +24,8 @@ from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
 
 # Lightning would find the accelerator these ask for on a machine that has one.
+# A command that imports torch and Lightning in a process of its own: seconds before it starts.
+SLOW = pytest.mark.slow
 NO_GPU = pytest.mark.skipif(
     torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
 )
@@ -72,17 +74,25 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
 @pytest.mark.parametrize(
     ("script", "overrides", "expected"),
     [
-        ("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path="),
         ("train.py", ["trainer=tpu_pod"], "Could not find 'trainer/tpu_pod'"),
         ("train.py", ["trainer.max_epoch=3"], "Could not override 'trainer.max_epoch'"),
-        # A few of the settings below, through the command line users type them on.
-        ("train.py", ["data.batch_size=0"], "error: data.batch_size=0 must be a whole number"),
-        ("train.py", ["model.optimizer.lr=abc"], "error: model.optimizer (lr='abc'"),
+        # The task's own checks, once it has imported torch and Lightning. A few of the settings
+        # below, through the command line users type them on.
+        pytest.param("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path=", marks=SLOW),
+        pytest.param(
+            "train.py",
+            ["data.batch_size=0"],
+            "error: data.batch_size=0 must be a whole number",
+            marks=SLOW,
+        ),
+        pytest.param(
+            "train.py", ["model.optimizer.lr=abc"], "error: model.optimizer (lr='abc'", marks=SLOW
+        ),
         pytest.param(
             "train.py",
             ["trainer.accelerator=gpu"],
             "this machine has no such device",
-            marks=NO_GPU,
+            marks=[NO_GPU, SLOW],
         ),
     ],
 )
@@ -201,7 +211,8 @@ def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path,
         ("predict.py", "hydra.run.dir", "x" * 256, 256),
         ("predict.py", "output_dir", "x" * 256, 256),
         ("export.py", "hydra.run.dir", "x" * 256, 256),
-        ("export.py", "output_dir", "x" * 250, 258),  # with the .staging folder beside it
+        # Refused once export has imported torch, with the .staging folder beside it.
+        pytest.param("export.py", "output_dir", "x" * 250, 258, marks=SLOW),
     ],
     ids=["predict-run-dir", "predict-output-dir", "export-run-dir", "export-staging"],
 )
@@ -274,8 +285,8 @@ def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(
         "under a file",
         "not writable",
         "disk full",
-        "full at checkpoint",
-        "wandb",
+        pytest.param("full at checkpoint", marks=SLOW),
+        pytest.param("wandb", marks=SLOW),
     ],
 )
 def test_environment_problems_give_one_line_and_leave_nothing_half_written(case, tmp_path):

@@ -253,6 +253,7 @@ def test_a_missing_root_gives_one_line(tmp_path):
     fails_with("is not a folder; pass data.root=", build_images, tmp_path, tmp_path / "nowhere")
 
 
+@pytest.mark.slow  # a train.py process
 def test_the_command_line_shows_one_line_and_no_traceback(tmp_path):
     (tmp_path / "empty").mkdir()
     result = run_cli(
@@ -496,6 +497,7 @@ def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
         fails_with(message, build_model, cfg, datamodule)
 
 
+@pytest.mark.slow  # a train.py process
 def test_an_infinite_feature_stops_train_py_before_it_trains(tmp_path):
     path = table(tmp_path, weight=[1.0] * 5 + [np.inf] + [2.0] * 34)
     run = tmp_path / "run"

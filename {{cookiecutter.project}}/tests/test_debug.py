@@ -2,6 +2,7 @@
 
 import json
 
+import pytest
 from conftest import FEW_BATCHES, QUIET, SMALL_BATCHES, compose_config, run_cli
 
 from {{ cookiecutter.package }}.tasks.train import train
@@ -17,6 +18,7 @@ def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
     assert "run_training_batch" in (tmp_path / "fit-profile.txt").read_text()
 
 
+@pytest.mark.slow  # a train.py process
 def test_torch_profiler_writes_a_trace_for_tensorboard(tmp_path):
     # A train.py process of its own, as users run it: a crash of the profiler (see the config)
     # fails this test rather than a pytest worker. Without loader workers: a worker forked

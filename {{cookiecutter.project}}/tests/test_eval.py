@@ -47,6 +47,7 @@ def test_eval_checks_the_data_options_it_is_given(trained_run, tmp_path):
         evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}", "+data.batch_size=0"]))
 
 
+@pytest.mark.slow  # an eval.py process
 def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"
     result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])

@@ -74,6 +74,7 @@ def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run)
         assert all(ms > 0 for ms in result["latency_ms"].values())
 
 
+@pytest.mark.slow  # an export.py process
 def test_too_few_latency_repeats_warn_in_one_line_and_leave_out_the_speed_ups(
     trained_run, tmp_path
 ):
@@ -159,6 +160,7 @@ def test_scripting_instead_of_tracing(trained_run, tmp_path):
     assert read(tmp_path / "manifest.json")["opset"] is None  # no ONNX file, so no opset
 
 
+@pytest.mark.slow  # an export.py process
 def test_export_log_keeps_the_lines_the_export_printed(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"
     overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY, f"hydra.run.dir={tmp_path}"]

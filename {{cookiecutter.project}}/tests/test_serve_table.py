@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import FAST_LATENCY, compose_config, error_lines, run_cli, run_predict
+from conftest import FAST_LATENCY, compose_config, error_lines, made_once, run_cli, run_predict
 from servers import Server, Upload, call
 
 from {{ cookiecutter.package }}.console import UserError
@@ -24,13 +24,15 @@ def table_export(example_data, tmp_path_factory):
     from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train
 
-    run, export_dir = tmp_path_factory.mktemp("table_run"), tmp_path_factory.mktemp("table_export")
-    data = ["data=table", f"data.path={example_data['wine']}", "data.target=alcohol"]
-    train(compose_config("train", run, [*data, "model=regressor", "trainer.max_epochs=3"]))
-    best = run / "checkpoints" / "best.ckpt"
-    overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]  # batches of up to 64
-    export(compose_config("export", export_dir, overrides, quiet=False))
-    return export_dir
+    def train_and_export(folder):
+        data = ["data=table", f"data.path={example_data['wine']}", "data.target=alcohol"]
+        run = folder / "run"
+        train(compose_config("train", run, [*data, "model=regressor", "trainer.max_epochs=3"]))
+        best = run / "checkpoints" / "best.ckpt"
+        overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]  # batches of up to 64
+        export(compose_config("export", folder / "export", overrides, quiet=False))
+
+    return made_once(tmp_path_factory, "table_export", train_and_export) / "export"
 
 
 @pytest.fixture(scope="module")

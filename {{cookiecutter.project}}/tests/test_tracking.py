@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import SHORT, SMALL_BATCHES, compose_config
+from conftest import SHORT, SMALL_BATCHES, compose_config, made_once
 from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -36,26 +36,25 @@ def logged_run(tmp_path_factory):
     """One short run with every logger at once; the tests below only read what it left."""
     import wandb
 
-    output_dir = tmp_path_factory.mktemp("logged")
-    cfg = compose_config(
-        "train",
-        output_dir,
-        [
-            "logger=[csv,tensorboard,wandb,mlflow]",
-            "+logger.wandb.offline=true",
-            f"tags=[{','.join(TAGS)}]",
-            "trainer.max_epochs=2",
-            "callbacks.confusion_matrix.min_interval_s=0",
-            "trainer.log_every_n_steps=2",
-            "+trainer.limit_train_batches=4",
-            "+trainer.limit_val_batches=2",
-            "+trainer.limit_test_batches=2",
-            *SMALL_BATCHES,
-        ],
-    )
-    train(cfg)
-    wandb.finish()  # what the logger config's Hydra callback does at the end of a CLI job
-    return output_dir, cfg
+    overrides = [
+        "logger=[csv,tensorboard,wandb,mlflow]",
+        "+logger.wandb.offline=true",
+        f"tags=[{','.join(TAGS)}]",
+        "trainer.max_epochs=2",
+        "callbacks.confusion_matrix.min_interval_s=0",
+        "trainer.log_every_n_steps=2",
+        "+trainer.limit_train_batches=4",
+        "+trainer.limit_val_batches=2",
+        "+trainer.limit_test_batches=2",
+        *SMALL_BATCHES,
+    ]
+
+    def log(output_dir):
+        train(compose_config("train", output_dir, overrides))
+        wandb.finish()  # what the logger config's Hydra callback does at the end of a CLI job
+
+    output_dir = made_once(tmp_path_factory, "logged", log)
+    return output_dir, compose_config("train", output_dir, overrides)
 
 
 def test_csv_has_diagnostics_at_the_logging_steps_of_train_loss(logged_run):
