@@ -165,6 +165,7 @@ def check_each_variant_predicts_through_the_cli(folder, tmp_path) -> None:
 
 
 # One test per network: its export is made once, on whichever worker runs the test.
+@pytest.mark.slow  # trains a network for it and exports every variant
 @pytest.mark.parametrize("net", NETS)
 def test_each_network_exports_variants_that_pass_their_checks_and_predict(net, request, tmp_path):
     export_variants(request.getfixturevalue(NETS[net][0]), tmp_path / "export")
@@ -214,6 +215,7 @@ def test_a_quantization_that_loses_too_much_fails_in_one_line_and_keeps_the_earl
     assert report["results"]["onnx_int8"]["metric_drop"] > 0.5
 
 
+@pytest.mark.slow  # trains a network for it and exports every variant
 def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     example_data, tmp_path, caplog, capsys
 ):
@@ -251,6 +253,7 @@ def test_the_feature_transformer_regresses_a_table_and_fuses_quietly(
     assert lines[-1].startswith("exported onnx, onnx_int8, onnx_optimized to")
 
 
+@pytest.mark.slow  # trains a network for it and exports every variant
 def test_the_vision_transformer_regresses_the_digits_value_and_predicts_numbers(tmp_path):
     overrides = [
         *DIGITS,
