@@ -310,16 +310,17 @@ WRONG_TYPES = {
 }
 
 
+@pytest.mark.slow  # a process per case that imports torch and Lightning
 @pytest.mark.parametrize(("edit", "message"), WRONG_TYPES.values(), ids=WRONG_TYPES)
 def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, trained_run, tmp_path):
     checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
     edit(checkpoint)
     edited = tmp_path / "edited.ckpt"
     torch.save(checkpoint, edited)
-    with pytest.raises(UserError) as error:
-        evaluate(compose_config("eval", tmp_path / "run", [f"ckpt_path={edited}"]))
-    line = str(error.value)
-    assert line.startswith(f"{edited}{message}") and "\n" not in line
+    result = run_cli("eval.py", f"ckpt_path={edited}", f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {edited}{message}")
     assert line.endswith("; pass a checkpoint that train.py wrote") or "state_dict" in message
     assert not (tmp_path / "run" / "metrics.json").exists()
 
