@@ -12,6 +12,9 @@ REPO = Path(__file__).parents[1]
 # One torch thread per process that the tests start: the rendered projects train tiny models, and
 # threads that compete for busy cores slow every step several times over.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The pytest-xdist group of the tests that run a render's own suite: that suite has a worker per
+# core already, so these run one after another, on one worker.
+SUITES = "suites"
 
 
 def render(output_dir: Path, **context) -> Path:
@@ -23,8 +26,10 @@ def render(output_dir: Path, **context) -> Path:
 
 
 def run_in(project: Path, *command: str, timeout: int = 600, env: dict | None = None):
-    """Runs a command in a rendered project, its `src` importable as after `pip install -e .`."""
-    env = {**os.environ, "PYTHONPATH": str(project / "src"), **(env or {})}
+    """Runs a command in a rendered project, its `src` importable as after `pip install -e .`.
+    Not as a pytest-xdist worker, which this process may be: a suite it starts has its own."""
+    inherited = {name: value for name, value in os.environ.items() if "XDIST" not in name}
+    env = {**inherited, "PYTHONPATH": str(project / "src"), **(env or {})}
     return subprocess.run(
         [sys.executable, *command],
         cwd=project,

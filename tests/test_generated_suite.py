@@ -3,10 +3,11 @@
 import re
 
 import pytest
-from conftest import run_in
+from conftest import SUITES, run_in
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group(SUITES)
 def test_default_project_test_suite_passes(default_project):
     result = run_in(
         default_project,

@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from conftest import render, run_in
+from conftest import SUITES, render, run_in
 from PIL import Image
 from sklearn.datasets import load_digits, load_wine
 
@@ -45,6 +45,7 @@ def write_images(folder) -> str:
 
 
 @pytest.mark.slow  # a render and its machinery tests, for each kind of data
+@pytest.mark.xdist_group(SUITES)
 @pytest.mark.parametrize("write", [write_wine, write_images], ids=["table", "images"])
 def test_the_machinery_tests_pass_with_the_users_data_as_the_default(write, tmp_path):
     project = render(tmp_path / "render")

@@ -161,9 +161,10 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
 def test_an_own_module_serves_a_table(project, example_data, tmp_path):
     data = example_overrides("table", example_data)
     runs = tmp_path / "runs"
+    best = runs / "train" / "checkpoints" / "best.ckpt"
     for script, overrides in (
         ("train.py", [*QUIET, "model=tiny", "data=table", *data, "trainer.max_epochs=2"]),
-        ("export.py", [f"ckpt_path={runs / 'train' / 'checkpoints' / 'best.ckpt'}"]),
+        ("export.py", [f"ckpt_path={best}", "formats=[onnx]"]),  # the server runs model.onnx
     ):
         done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
         assert done.returncode == 0, done.stderr[-3000:]

@@ -10,14 +10,11 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import SHORT, SMALL_BATCHES, compose_config, made_once
+from conftest import ALLOWED, SHORT, SMALL_BATCHES, compose_config, made_once
 from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from {{ cookiecutter.package }}.builders import (
-    build_model,
-    build_trainer,
-)
+from {{ cookiecutter.package }}.builders import build_trained, build_trainer
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.records import git_state
 from {{ cookiecutter.package }}.tasks.train import train
@@ -150,9 +147,10 @@ def test_plots_are_pngs_in_the_run_dir(logged_run):
 
 
 def test_run_metadata_and_resolved_config_are_saved(logged_run):
-    output_dir, cfg = logged_run
+    output_dir, _ = logged_run
     metadata = json.loads((output_dir / "run.json").read_text())
-    model = build_model(cfg)
+    # The model the run trained, as eval rebuilds it: its network sized for the run's data.
+    model = build_trained(str(output_dir / "checkpoints" / "best.ckpt"), ALLOWED)[0]
     assert metadata["parameters"]["total"] == sum(
         parameter.numel() for parameter in model.parameters()
     )
