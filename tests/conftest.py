@@ -12,9 +12,6 @@ REPO = Path(__file__).parents[1]
 # One torch thread per process that the tests start: the rendered projects train tiny models, and
 # threads that compete for busy cores slow every step several times over.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# The pytest-xdist group of the tests that run a render's own suite: that suite has a worker per
-# core already, so these run one after another, on one worker.
-SUITES = "suites"
 
 
 def render(output_dir: Path, **context) -> Path:

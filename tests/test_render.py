@@ -95,7 +95,7 @@ def test_choice_render_logs_with_its_logger_and_passes_its_tests(choice_project,
     the project's own config tests of what that default is part of pass: every logger option
     composed and built with it, and the option checks of export, predict and serve. The rest of
     its suite runs the same code whatever the choice (tests pick their logger themselves) and
-    runs on the default render in test_generated_suite.py."""
+    runs on the default render in test_suites.py."""
     choice, project = choice_project
     run_dir, log_dir = tmp_path / "run", tmp_path / "logs"
     overrides = ["debug=limit", "trainer.enable_progress_bar=false"]

@@ -1,14 +1,39 @@
-"""A user's own data as the default: a table CSV, or a folder of images, named by
-configs/data/mine.yaml and made the default in configs/train.yaml; the rendered project's
-machinery tests then pass on it, as its README says."""
+"""The renders' own suites pass, run as their users run them: the default render's whole suite;
+and its machinery tests with a user's own data as the default, a table CSV or a folder of
+images named by configs/data/mine.yaml and made the default in configs/train.yaml, as the
+render's README says.
+
+Each suite has a worker per core of its own: this module is one pytest-xdist unit
+(pyproject.toml's --dist loadfile), so they run one after another on one worker while the
+other takes the rest of the template's tests. The longest comes first."""
 
 import re
 
 import numpy as np
 import pytest
-from conftest import SUITES, render, run_in
+from conftest import render, run_in
 from PIL import Image
 from sklearn.datasets import load_digits, load_wine
+
+
+@pytest.mark.slow
+def test_default_project_test_suite_passes(default_project):
+    result = run_in(
+        default_project,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--durations=15",
+        timeout=2400,  # a guard against a hang only: the suite took over 15 minutes on 2 cores
+    )
+    summary = result.stdout.strip().splitlines()[-1]
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert (
+        re.search(r"\d+ passed", summary) and "failed" not in summary and "skipped" not in summary
+    )
+    print(result.stdout[-2500:])  # the slowest tests, for the CI log
 
 
 def make_default(project, data_config: str) -> None:
@@ -45,7 +70,6 @@ def write_images(folder) -> str:
 
 
 @pytest.mark.slow  # a render and its machinery tests, for each kind of data
-@pytest.mark.xdist_group(SUITES)
 @pytest.mark.parametrize("write", [write_wine, write_images], ids=["table", "images"])
 def test_the_machinery_tests_pass_with_the_users_data_as_the_default(write, tmp_path):
     project = render(tmp_path / "render")
