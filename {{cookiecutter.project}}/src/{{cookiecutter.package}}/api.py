@@ -14,6 +14,7 @@ from pydantic import (
     create_model,
 )
 
+from . import targets
 from .console import UserError
 from .contract import Manifest
 from .inference import kind_of
@@ -62,21 +63,6 @@ class Body(BaseModel):
     top_k: TopK = 1
 
 
-class Ranked(BaseModel):
-    model_config = ConfigDict(populate_by_name=True)
-
-    class_: str = Field(alias="class")
-    probability: float
-
-
-class Class(Ranked):
-    top: list[Ranked] | None = Field(None, description="The top_k classes, when top_k > 1")
-
-
-class Value(BaseModel):
-    value: float
-
-
 class Refusal(BaseModel):
     detail: str = Field(description="What is wrong with the request, and how to fix it")
 
@@ -106,7 +92,7 @@ def request_models(manifest: Manifest) -> dict[str, type[Body]]:
 
 
 def answer_model(manifest: Manifest) -> type[BaseModel]:
-    prediction = Value if manifest.task == "regression" else Class
+    prediction = targets.get(manifest.task).Prediction
     return create_model("Predictions", predictions=(list[prediction], ...))  # type: ignore[valid-type]
 
 

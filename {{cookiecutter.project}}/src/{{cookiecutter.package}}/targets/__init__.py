@@ -10,6 +10,7 @@ A task module defines, with numpy and pandas and never torch:
 - `encode(values, target) -> np.ndarray`: a target column as the model learns it;
 - `outputs(target) -> int`: how many numbers the model gives per sample;
 - `decode(outputs, target, top_k) -> list[dict]`: predictions from the model's outputs;
+- `Prediction`, a Pydantic model of one of those predictions, for the HTTP API's answers;
 - `metric(outputs, targets) -> dict`: the test metric export judges a format by, named as
   training logs it;
 - `parity(outputs, expected) -> dict`: what export checks besides the largest difference;

@@ -4,6 +4,7 @@ classes with their probabilities, and export judges a format by its accuracy."""
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..console import UserError
 from ..contract import Target as BaseTarget
@@ -27,6 +28,19 @@ def fit(class_names: list[str], name: str | None = None) -> Target:
         subject = f"target column {name!r}" if name else "the data"
         raise UserError(f"{subject} holds one class ({class_names[0]}); a classifier needs two")
     return Target(class_names=list(class_names), name=name)
+
+
+class Ranked(BaseModel):
+    model_config = ConfigDict(populate_by_name=True)
+
+    class_: str = Field(alias="class")
+    probability: float
+
+
+class Prediction(Ranked):
+    """One sample's answer, as `decode` makes it and the HTTP API documents it."""
+
+    top: list[Ranked] | None = Field(None, description="The top_k classes, when top_k > 1")
 
 
 def fit_column(values: "pd.Series", name: str) -> Target:

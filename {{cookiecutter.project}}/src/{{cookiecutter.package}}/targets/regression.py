@@ -4,6 +4,7 @@ mean and std; predictions are in the target's own units, and export judges a for
 from typing import TYPE_CHECKING
 
 import numpy as np
+from pydantic import BaseModel
 
 from ..console import UserError
 from ..contract import Target as BaseTarget
@@ -40,6 +41,12 @@ def fit(values: "pd.Series", name: str, units: str | None, train=None) -> Target
             f"target column {name!r} is {mean} in every training row: nothing to learn"
         )
     return Target(name=name, mean=mean, std=std, units=units)
+
+
+class Prediction(BaseModel):
+    """One sample's answer, as `decode` makes it and the HTTP API documents it."""
+
+    value: float
 
 
 def encode(values: "pd.Series", target: Target) -> np.ndarray:
