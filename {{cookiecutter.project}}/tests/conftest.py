@@ -56,7 +56,7 @@ FAST_LATENCY = ["latency.warmup=1", "latency.repeats=3"]
 # What eval and export may rebuild from a checkpoint, as users have it.
 ALLOWED = list(OmegaConf.load(CONFIGS / "allowed_targets.yaml").allowed_targets)
 # The data configs that ship with the project, tested on the example data of scripts/.
-SHIPPED_DATA = ["digits", "images", "table"]
+SHIPPED_DATA = ["digits", "images", "table", "text"]
 # For tests of what needs a known image dataset (greyscale PNG files, 8x8 request bodies): the
 # example digits, whatever configs/train.yaml names.
 DIGITS = ["data=digits"]
@@ -130,12 +130,13 @@ def class_names(datamodule) -> list[str]:
 
 def raw_samples(datamodule, split: str, positions) -> tuple[np.ndarray | pd.DataFrame, list[str]]:
     """Samples of a split as a user holds them, before any preprocessing: raw images (N, C, H,
-    W) in the contract's value range, or the table's rows (every column but the target); and
+    W) in the contract's value range, or the rows of a table or of texts (every column but the
+    target); and
     their labels as the contract names them (class names, or the target's values as text)."""
     from {{ cookiecutter.package }}.data import DigitsDataModule
     from {{ cookiecutter.package }}.data.images import ImageFiles
     from {{ cookiecutter.package }}.kinds.image import image_values, open_image
-    from {{ cookiecutter.package }}.kinds.table import read_table
+    from {{ cookiecutter.package }}.kinds.text import read_table  # tables of texts too
 
     contract, dataset = contract_of(datamodule), datamodule.splits[split]
     preprocessing, names = contract["preprocessing"], contract["target"].get("class_names")
@@ -147,8 +148,8 @@ def raw_samples(datamodule, split: str, positions) -> tuple[np.ndarray | pd.Data
         raw = np.stack([image_values(image, size, values) for image in images])
         return raw, [file.parent.name for file in files]
     rows = datamodule.indices[split][positions]
-    if contract["input"]["kind"] == "table":
-        table = read_table(datamodule.hparams.path).iloc[rows]
+    if contract["input"]["kind"] in ("table", "text"):
+        table = read_table(Path(datamodule.hparams.path)).iloc[rows]
         target = datamodule.hparams.target
         return table.drop(columns=target), table[target].astype(str).tolist()
     if isinstance(datamodule, DigitsDataModule):
@@ -445,10 +446,14 @@ def transformer_run(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def example_data(tmp_path_factory) -> dict[str, Path]:
-    """The example data, as scripts/ writes it for users: image folders and CSV tables."""
+    """The example data, as scripts/ writes it for users: image folders, CSV tables, texts."""
 
     def write(folder: Path) -> None:
-        for script, name in (("example_images.py", "images"), ("example_tables.py", "tables")):
+        for script, name in (
+            ("example_images.py", "images"),
+            ("example_tables.py", "tables"),
+            ("example_texts.py", "texts"),
+        ):
             command = [sys.executable, str(ROOT / "scripts" / script), str(folder / name)]
             subprocess.run(command, check=True, capture_output=True, timeout=300)
 
@@ -458,6 +463,7 @@ def example_data(tmp_path_factory) -> dict[str, Path]:
         "breast_cancer": folder / "tables" / "breast_cancer.csv",
         "wine": folder / "tables" / "wine.csv",
         "diabetes": folder / "tables" / "diabetes.csv",
+        "quotes": folder / "texts" / "quotes.csv",
     }
 
 
@@ -477,6 +483,7 @@ def example_overrides(data_name: str, paths: dict[str, Path]) -> list[str]:
         "digits": [],
         "images": [f"data.root={paths['images']}"],
         "table": [f"data.path={paths['breast_cancer']}", "data.target=diagnosis"],
+        "text": [f"data.path={paths['quotes']}", "data.text=quote", "data.target=topic"],
         "table+regressor": [
             f"data.path={paths['diabetes']}",
             "data.target=progression",

@@ -17,6 +17,7 @@ from {{ cookiecutter.package }}.builders import build_datamodule
 from {{ cookiecutter.package }}.data.base import SPLITS
 from {{ cookiecutter.package }}.kinds.image import normalize
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.kinds.text import encode as encode_texts
 
 
 def build(data_overrides, tmp_path, *overrides):
@@ -26,9 +27,11 @@ def build(data_overrides, tmp_path, *overrides):
 
 def from_raw(datamodule, split: str, positions: list[int]) -> tuple[np.ndarray, list[str]]:
     """The model inputs and class names of some samples, computed by kinds/ (numpy,
-    Pillow and pandas: what predict and serve run) from the raw files or rows."""
+    Pillow, pandas and tokenizers: what predict and serve run) from the raw files or rows."""
     raw, labels = raw_samples(datamodule, split, positions)
     preprocessing = datamodule.contract.preprocessing
+    if datamodule.contract.input.kind == "text":
+        return encode_texts(list(raw[preprocessing.column]), preprocessing), labels
     if isinstance(raw, pd.DataFrame):
         return encode_table(raw, preprocessing), labels
     return normalize(raw, preprocessing), labels
@@ -39,10 +42,11 @@ def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_pat
     contract = contract_of(datamodule)
     assert json.loads(json.dumps(contract)) == contract
     assert type(datamodule.contract).from_dict(contract, "the test") == datamodule.contract
-    assert contract["input"]["dtype"] == "float32"
     inputs, targets = next(iter(datamodule.train_dataloader()))
     assert list(inputs.shape[1:]) == contract["input"]["shape"]
-    assert inputs.dtype == torch.float32 and targets.dtype == torch.long
+    # Values as float32, or token ids as int64 (texts).
+    assert str(inputs.dtype) == f"torch.{contract['input']['dtype']}"
+    assert contract["input"]["dtype"] in ("float32", "int64") and targets.dtype == torch.long
     # What the data knows is in the config that the model is built from.
     known = {key: value for key, value in datamodule.shapes.items() if value is not None}
     assert known and {key: cfg.data[key] for key in known} == known

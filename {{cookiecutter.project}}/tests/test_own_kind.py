@@ -17,6 +17,7 @@ from ..contract import Preprocessing as BasePreprocessing
 
 REQUEST = 'points: send {"inputs": [[x, y], ...]} or {"rows": [{"x": ..., "y": ...}]}'
 UPLOAD = None
+DTYPE = "float32"
 
 
 class Preprocessing(BasePreprocessing):

@@ -24,7 +24,7 @@ from conftest import (
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.data.images import ImageFiles
-from {{ cookiecutter.package }}.kinds.table import read_table
+from {{ cookiecutter.package }}.kinds.text import read_table  # tables of texts too
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.export import export
 from {{ cookiecutter.package }}.tasks.predict import predict
@@ -45,8 +45,8 @@ def case_overrides(case: str, request) -> list[str]:
 
 
 def raw_test_split(datamodule, folder: Path) -> tuple[Path, np.ndarray]:
-    """The test split as a user would hand it to predict (image files, table rows or raw
-    arrays), and its targets in the order predict reads them."""
+    """The test split as a user would hand it to predict (image files, rows of a table or of
+    texts, or raw arrays), and its targets in the order predict reads them."""
     dataset, contract = datamodule.splits["test"], contract_of(datamodule)
     if isinstance(dataset, ImageFiles):
         # Numbered copies, so that predict reads them in the split's order.
@@ -55,8 +55,8 @@ def raw_test_split(datamodule, folder: Path) -> tuple[Path, np.ndarray]:
             shutil.copy(file, folder / f"{position:05}{file.suffix}")
         return folder, np.asarray(dataset.labels)
     targets = dataset.targets.numpy()
-    if contract["input"]["kind"] == "table":
-        rows = read_table(datamodule.hparams.path).iloc[datamodule.indices["test"]]
+    if contract["input"]["kind"] in ("table", "text"):
+        rows = read_table(Path(datamodule.hparams.path)).iloc[datamodule.indices["test"]]
         rows.to_csv(folder.with_suffix(".csv"), index=False)
         return folder.with_suffix(".csv"), targets
     # Images held in memory: back to the raw values the dataset stores.

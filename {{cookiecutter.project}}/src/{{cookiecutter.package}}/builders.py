@@ -92,7 +92,7 @@ def choose_network(cfg: DictConfig) -> None:
         if kind not in nets:
             raise UserError(
                 f"model.nets declares no network for {kind} inputs ({', '.join(nets)}): add "
-                f"model.nets.{kind}, or choose one with model/net=<cnn, mlp or transformer>"
+                f"model.nets.{kind}, or choose one with model/net=<cnn, mlp, transformer or bag>"
             )
         net = OmegaConf.merge(nets[kind], net or {})
     with open_dict(cfg.model):
@@ -106,7 +106,7 @@ def data_kind(data: DictConfig) -> str:
     if not isinstance(kind, str):
         raise UserError(
             f'{data._target_} declares no input kind: give the class `kind = "image"` or '
-            '"table", or choose the network with model/net=<cnn, mlp or transformer>'
+            '"table", or choose the network with model/net=<cnn, mlp, transformer or bag>'
         )
     return kind
 

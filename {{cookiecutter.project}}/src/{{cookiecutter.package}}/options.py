@@ -91,6 +91,12 @@ class DataOptions(TypedDict, total=False):
     ]
     val_fraction: Fraction
     test_fraction: Fraction
+    # Texts: the tokenizer's size (its two special tokens and at least one more), and the tokens
+    # a text is cut or padded to.
+    vocab_size: Annotated[int, whole(3)]
+    max_length: Annotated[int, whole(1)]
+    lowercase: Annotated[bool, Field(strict=True), Refusal("{setting} must be true or false")]
+    normalization: Literal["NFC", "NFD", "NFKC", "NFKD"]
 
 
 def leaves_data_to_train_on(data: DataOptions) -> DataOptions:

@@ -3,6 +3,7 @@ from .digits import DigitsDataModule
 from .images import ImagesDataModule
 from .loaders import InMemoryDataset
 from .table import TableDataModule
+from .text import TextDataModule
 
 __all__ = [
     "ContractDataModule",
@@ -10,4 +11,5 @@ __all__ = [
     "ImagesDataModule",
     "InMemoryDataset",
     "TableDataModule",
+    "TextDataModule",
 ]

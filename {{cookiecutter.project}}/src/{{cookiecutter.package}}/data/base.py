@@ -84,10 +84,9 @@ class ContractDataModule(pl.LightningDataModule):
 
     def declare(self, preprocessing: Preprocessing, target: Target) -> Contract:
         """The contract of samples prepared by `preprocessing`, of this datamodule's kind."""
-        shape = get_kind(self.kind).input_shape(preprocessing)
-        return Contract(
-            input=Input(kind=self.kind, shape=shape), preprocessing=preprocessing, target=target
-        )
+        kind = get_kind(self.kind)
+        sample = Input(kind=self.kind, shape=kind.input_shape(preprocessing), dtype=kind.DTYPE)
+        return Contract(input=sample, preprocessing=preprocessing, target=target)
 
     def split(self, count: int) -> dict[str, np.ndarray]:
         """Random positions of the train, val and test samples among `count`."""

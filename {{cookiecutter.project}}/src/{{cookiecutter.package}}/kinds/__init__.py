@@ -1,13 +1,14 @@
-"""Input kinds as plug-ins: one module per kind (image.py, table.py), found by the contract's
-`input.kind`, the module's name. Only these modules know what a kind's samples look like;
-datamodules, inference, serving, the page and export ask them through `get(kind)`.
+"""Input kinds as plug-ins: one module per kind (image.py, table.py, text.py), found by the
+contract's `input.kind`, the module's name. Only these modules know what a kind's samples look
+like; datamodules, inference, serving, the page and export ask them through `get(kind)`.
 
-A kind module defines, with numpy, Pillow or pandas and never torch:
+A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
 
 - `Preprocessing`, a `contract.Preprocessing` model: its part of the data contract, fitted on
   the training split by its `fit(...)` (its datamodules call it; what it is fitted on differs
   per kind) and applied by its `encode(...)`, in training and in prediction alike;
-- `input_shape(preprocessing) -> list[int]`: one encoded sample's shape;
+- `input_shape(preprocessing) -> list[int]`: one encoded sample's shape, and `DTYPE`, its
+  numpy dtype (float32 values, or int64 token ids);
 - `read_inputs(path, preprocessing) -> (inputs, sources)`: predict's inputs from a file or
   folder, with where each sample came from (`{"file": ..., "index": ...}`);
 - `from_arrays(array, preprocessing, source) -> inputs`: raw values as the dataset stores them
@@ -26,7 +27,7 @@ A kind module defines, with numpy, Pillow or pandas and never torch:
 - `check(preprocessing, shape, where)`: refuses, in one line, a manifest's preprocessing that
   cannot feed a model of input `shape`.
 
-Inputs are float32 arrays of (N, *input_shape); a bad one is a UserError with one line.
+Inputs are arrays of (N, *input_shape) of DTYPE; a bad one is a UserError with one line.
 """
 
 import sys

@@ -18,6 +18,7 @@ SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
 # bilinear filter widens with the scale factor, so downscaling averages instead of aliasing.
 RESAMPLING = Image.Resampling.BILINEAR
 ORIENTATION = 0x0112  # the EXIF tag
+DTYPE = "float32"  # what the model takes
 UPLOAD = "image/*"
 # An image whose header claims more pixels than Pillow's limit: Pillow only warns up to twice the
 # limit, then decodes it all. Refused, in every thread, before anything is decoded.

@@ -35,6 +35,7 @@ UNKNOWN = "<unknown>"
 Part = Literal["year", "month", "day", "day_of_week", "day_of_year", "hour", "minute"]
 DATE_PARTS: list[Part] = ["year", "month", "day", "day_of_week", "day_of_year"]
 TIME_PARTS: list[Part] = ["hour", "minute"]
+DTYPE = "float32"  # what the model takes
 UPLOAD = None  # no file uploads
 # What a request sends, for one-line refusals.
 REQUEST = 'table rows: send JSON {"rows": [{...}]}'

@@ -1,5 +1,5 @@
-"""Plain networks: images or table rows in, class logits out. No Lightning here, so they
-export cleanly."""
+"""Plain networks: images, table rows or token ids in, class logits (or one value) out. No
+Lightning here, so they export cleanly."""
 
 from torch import nn
 
@@ -87,3 +87,22 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.layers(x)
+
+
+class TokenBag(nn.Module):
+    """A bag of tokens: the mean of the embeddings of a text's tokens, then dropout and a linear
+    layer (fastText's classifier without its n-grams, which overfit the example's few thousand
+    texts). Padding (id 0) counts for nothing, so a text gives the same answer however it is
+    padded."""
+
+    def __init__(
+        self, vocab_size: int = 8000, num_classes: int = 2, dim: int = 64, dropout: float = 0.5
+    ):
+        super().__init__()
+        check_settings(vocab_size=vocab_size, dim=dim, dropout=dropout)
+        self.tokens = nn.Embedding(vocab_size, dim, padding_idx=0)
+        self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(dim, num_classes))
+
+    def forward(self, ids):
+        present = (ids != 0).sum(1, keepdim=True).clamp(min=1)
+        return self.head(self.tokens(ids).sum(1) / present)

@@ -1,0 +1,257 @@
+"""Texts: a WordPiece tokenizer (Hugging Face `tokenizers`) fitted on the training texts turns
+each text into `max_length` token ids, cut or padded with id 0. tokenizers, numpy and pandas
+(for tables of texts) only: predict and serve tokenize exactly as training did."""
+
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
+
+import numpy as np
+from pydantic import ConfigDict, Field, StrictStr, create_model
+
+from ..console import UserError
+from ..contract import Preprocessing as BasePreprocessing
+
+if TYPE_CHECKING:  # tables of texts only
+    import pandas as pd
+
+DTYPE = "int64"
+TEXT_SUFFIX = ".txt"
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
+PAD, UNKNOWN = "[PAD]", "[UNK]"  # ids 0 and 1
+# A token is rarely longer than this many characters: a text is cut to max_length times it
+# before tokenizing, so a text of megabytes costs what a text of a few pages does.
+CHARS_PER_TOKEN = 32
+UPLOAD = None  # no file uploads
+REQUEST = 'texts: send JSON {"inputs": ["a text", ...]} or {"rows": [{"<column>": "a text"}]}'
+Normalization = Literal["NFC", "NFD", "NFKC", "NFKD"]
+
+
+class Preprocessing(BasePreprocessing):
+    """The fitted tokenizer (tokenizers' JSON, cutting and padding included), the settings it
+    was fitted with, and the column texts come from in a table."""
+
+    column: str
+    tokenizer: str
+    vocab_size: int
+    max_length: int
+    lowercase: bool
+    normalization: Normalization
+
+
+def input_shape(preprocessing: Preprocessing) -> list[int]:
+    return [preprocessing.max_length]
+
+
+# Fitting
+
+
+def fit(
+    texts: list[str],
+    column: str,
+    vocab_size: int,
+    max_length: int,
+    lowercase: bool = True,
+    normalization: Normalization = "NFKC",
+) -> Preprocessing:
+    """A WordPiece tokenizer of at most `vocab_size` tokens, fitted on `texts` (the training
+    split's), that cuts and pads every text to `max_length` ids."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+
+    steps = [getattr(normalizers, normalization)()]
+    tokenizer = Tokenizer(models.WordPiece(unk_token=UNKNOWN))
+    tokenizer.normalizer = normalizers.Sequence(
+        steps + [normalizers.Lowercase()] if lowercase else steps
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=vocab_size, special_tokens=[PAD, UNKNOWN], show_progress=False
+    )
+    tokenizer.train_from_iterator(cut(texts, max_length), trainer)
+    tokenizer.enable_truncation(max_length)
+    tokenizer.enable_padding(pad_id=0, pad_token=PAD, length=max_length)
+    return Preprocessing(
+        column=column,
+        tokenizer=tokenizer.to_str(),
+        vocab_size=tokenizer.get_vocab_size(),
+        max_length=max_length,
+        lowercase=lowercase,
+        normalization=normalization,
+    )
+
+
+# Encoding
+
+
+@lru_cache(maxsize=4)
+def tokenizer_of(serialized: str):
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_str(serialized)
+
+
+def cut(texts: list[str], max_length: int) -> list[str]:
+    limit = max_length * CHARS_PER_TOKEN
+    return [text[:limit] for text in texts]
+
+
+def encode(texts: list[str], preprocessing: Preprocessing, source: str = "the texts"):
+    """Token ids (N, max_length) int64; an empty text is refused, naming its place."""
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise UserError(f"{source}: text {index} is {text!r}, not text")
+        if not text.strip():
+            raise UserError(f"{source}: text {index} is empty; give every sample some text")
+    tokenizer = tokenizer_of(preprocessing.tokenizer)
+    encodings = tokenizer.encode_batch(cut(texts, preprocessing.max_length))
+    return np.array([encoding.ids for encoding in encodings], dtype=np.int64).reshape(
+        len(texts), preprocessing.max_length
+    )
+
+
+def text_column(frame: "pd.DataFrame", column: str, source: str) -> list[str]:
+    """The texts of `column`, refused in one line if it is missing or holds something else."""
+    if column not in frame.columns:
+        raise UserError(
+            f"{source} has no column {column!r}; its columns: {', '.join(map(str, frame))}"
+        )
+    values = frame[column]
+    missing = values.isna()
+    if missing.any():
+        raise UserError(
+            f"{source}: column {column!r} is empty in {missing.sum()} rows (the first: row "
+            f"{missing.idxmax()}); fill them or drop those rows"
+        )
+    wrong = [value for value in values if not isinstance(value, str)]
+    if wrong:
+        raise UserError(
+            f"{source}: column {column!r} holds {type(wrong[0]).__name__} values such as "
+            f"{wrong[0]!r}, not text; pass data.text=<a column of text>"
+        )
+    empty = values.str.strip() == ""
+    if empty.any():
+        raise UserError(
+            f"{source}: column {column!r} holds an empty text in row {empty.idxmax()} (and "
+            f"{empty.sum() - 1} more); give every sample some text, or drop those rows"
+        )
+    return list(values)
+
+
+# Reading files
+
+
+def read_text(path: Path) -> str:
+    """A .txt file as UTF-8 text; other bytes are refused, naming where they start."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise UserError(
+            f"{path} is not UTF-8 text (byte {error.start} is {data[error.start]:#x}); save it "
+            "as UTF-8"
+        ) from None
+
+
+def read_table(path: Path) -> "pd.DataFrame":
+    """A CSV, Parquet or JSON Lines file of rows."""
+    import pandas as pd
+
+    from .table import read_table as read_rows
+
+    if path.suffix.lower() != ".jsonl":
+        return read_rows(path)
+    try:
+        frame = pd.read_json(path, lines=True, dtype=False)
+    except (ValueError, UnicodeDecodeError) as error:
+        reason = str(error).strip().split("\n")[0]
+        raise UserError(f"{path} is not a readable JSON Lines file: {reason}") from None
+    if frame.empty:
+        raise UserError(f"{path} holds no rows; expected one JSON object per line")
+    return frame
+
+
+def text_files(folder: Path) -> list[Path]:
+    return sorted(path for path in folder.rglob(f"*{TEXT_SUFFIX}") if path.is_file())
+
+
+def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, list[dict]]:
+    """A .txt file, a folder of them (and its subfolders), or a table with the text column."""
+    if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES:
+        texts = text_column(read_table(path), preprocessing.column, str(path))
+        sources = [{"file": str(path), "index": index} for index in range(len(texts))]
+        return encode(texts, preprocessing, str(path)), sources
+    files = [path] if path.is_file() and path.suffix.lower() == TEXT_SUFFIX else []
+    if path.is_dir():
+        files = text_files(path)
+    if not files:
+        raise UserError(
+            f"input={str(path)!r} is not a .txt file, a folder of them or a table "
+            f"({', '.join(TABLE_SUFFIXES)}) with the column {preprocessing.column!r}"
+        )
+    inputs = np.concatenate([encode([read_text(f)], preprocessing, str(f)) for f in files])
+    return inputs, [{"file": str(file), "index": None} for file in files]
+
+
+def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
+    """Texts as an array of strings (a .npy file of them)."""
+    if array.dtype.kind != "U" or array.ndim > 1:
+        raise UserError(
+            f"{source} holds {array.dtype} values of shape {array.shape}; expected texts"
+        )
+    return encode([str(text) for text in np.atleast_1d(array)], preprocessing, source)
+
+
+# Requests and the page
+
+
+def json_forms(preprocessing: Preprocessing) -> dict:
+    """Texts, or rows that hold the text column (other columns may come too)."""
+    config = ConfigDict(extra="allow", strict=True)
+    row = create_model(
+        "Row",
+        __config__=config,
+        __doc__="One row, with the text column.",
+        text=(StrictStr, Field(alias=preprocessing.column, title=preprocessing.column)),
+    )
+    return {
+        "inputs": Annotated[list[StrictStr], Field(min_length=1)],
+        "rows": Annotated[list[row], Field(min_length=1)],  # type: ignore[valid-type]
+    }
+
+
+def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
+    if "inputs" in payload:
+        texts = payload["inputs"]
+    else:
+        rows = payload.get("rows")
+        if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
+            raise UserError(f"this model takes {REQUEST}")
+        texts = [row.get(preprocessing.column) for row in rows]
+    if not isinstance(texts, list) or not texts:
+        raise UserError(f"this model takes {REQUEST}")
+    return encode(texts, preprocessing, "inputs" if "inputs" in payload else "rows")
+
+
+def form(preprocessing: Preprocessing) -> dict:
+    return {
+        "type": "fields",
+        "fields": [{"name": preprocessing.column, "kind": "text"}],
+        "about": f"Input: a text, read as its first {preprocessing.max_length} tokens.",
+    }
+
+
+def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
+    if input_shape(preprocessing) != shape:
+        raise UserError(
+            f"{where} cuts texts to {preprocessing.max_length} tokens, the model takes {shape}"
+        )
+    try:
+        tokenizer = tokenizer_of(preprocessing.tokenizer)
+    except Exception as error:  # tokenizers raises its own exception type for any bad JSON
+        reason = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise UserError(f"{where} holds no readable tokenizer: {reason}") from None
+    if tokenizer.get_vocab_size() != preprocessing.vocab_size:
+        raise UserError(
+            f"{where} has vocab_size {preprocessing.vocab_size}, its tokenizer "
+            f"{tokenizer.get_vocab_size()} tokens"
+        )

@@ -1,0 +1,177 @@
+"""Texts (data=text): the tokenizer is fitted on the training split only and travels with the
+model into checkpoints and exports; a folder of .txt files per class trains, exports, predicts
+without torch and serves; bad texts are one line."""
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from conftest import (
+    FAST_LATENCY,
+    compose_config,
+    made_once,
+    run_cli,
+    without_torch,
+)
+from servers import Server, call
+from tokenizers import Tokenizer
+
+from {{ cookiecutter.package }}.builders import build_datamodule
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.kinds import text
+
+# Two topics, each with words of its own: a corpus a model learns in a few steps.
+WORDS = {
+    "sky": ["star", "moon", "planet", "orbit", "comet", "rocket", "galaxy", "telescope"],
+    "kitchen": ["bread", "butter", "oven", "flour", "recipe", "soup", "pepper", "spoon"],
+}
+
+
+def sentences(count: int, seed: int = 0) -> list[tuple[str, str]]:
+    generator = random.Random(seed)
+    topics = sorted(WORDS)
+    return [
+        (" ".join(generator.choices(WORDS[topic], k=8)).capitalize() + ".", topic)
+        for topic in (topics[index % 2] for index in range(count))
+    ]
+
+
+def write_folder(root: Path, count: int = 80) -> Path:
+    for index, (sentence, topic) in enumerate(sentences(count)):
+        (root / topic).mkdir(parents=True, exist_ok=True)
+        (root / topic / f"{index:03d}.txt").write_text(sentence + "\n")
+    return root
+
+
+def write_csv(path: Path, rows: list[tuple[object, object]]) -> Path:
+    import pandas as pd
+
+    pd.DataFrame(rows, columns=["body", "label"]).to_csv(path, index=False)
+    return path
+
+
+def datamodule(tmp_path: Path, *overrides: str):
+    return build_datamodule(compose_config("train", tmp_path, ["data=text", *overrides]))
+
+
+def test_the_tokenizer_is_fitted_on_the_training_split_only(tmp_path):
+    # Each text holds a word of its own, so the vocabulary shows which texts it was fitted on.
+    rows = [
+        (f"{sentence} zq{index}x", topic) for index, (sentence, topic) in enumerate(sentences(60))
+    ]
+    path = write_csv(tmp_path / "texts.csv", rows)
+    module = datamodule(tmp_path, f"data.path={path}", "data.text=body", "data.target=label")
+    vocabulary = Tokenizer.from_str(module.contract.preprocessing.tokenizer).get_vocab()
+    for split, positions in module.indices.items():
+        own = {f"zq{position}x" in vocabulary for position in positions}
+        assert own == {split == "train"}, split
+    preprocessing = module.contract.preprocessing
+    assert (preprocessing.max_length, preprocessing.lowercase) == (128, True)
+    assert preprocessing.normalization == "NFKC" and preprocessing.column == "body"
+
+
+@pytest.fixture(scope="module")
+def text_export(tmp_path_factory) -> Path:
+    """A classifier of a folder of texts per class, briefly trained and exported as ONNX."""
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    def train_and_export(folder: Path) -> None:
+        data = ["data=text", f"data.root={write_folder(folder / 'texts')}", "data.max_length=16"]
+        settings = ["data.batch_size=16", "trainer.max_epochs=15"]  # 60 steps: it learns
+        train(compose_config("train", folder / "run", [*data, *settings]))
+        best = folder / "run" / "checkpoints" / "best.ckpt"
+        overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]
+        export(compose_config("export", folder / "export", overrides, quiet=False))
+
+    return made_once(tmp_path_factory, "text_export", train_and_export) / "export"
+
+
+@pytest.mark.slow  # predict.py as a process, and a server
+def test_a_text_model_predicts_files_without_torch_and_serves_texts(text_export, tmp_path):
+    manifest = json.loads((text_export / "manifest.json").read_text())
+    assert manifest["input"] == {
+        "name": "input",
+        "kind": "text",
+        "shape": ["batch", 16],
+        "dtype": "int64",
+    }
+    texts = tmp_path / "texts"
+    texts.mkdir()
+    (texts / "a.txt").write_text("The rocket left its orbit for the moon.")
+    (texts / "b.txt").write_text("Butter the bread, then the oven.")
+    (tmp_path / "rows.jsonl").write_text(
+        "\n".join(json.dumps({"text": t}) for t in ("Comet, star, galaxy", "Soup with pepper"))
+    )
+    classes = {}
+    for name, source in (("folder", texts), ("rows", tmp_path / "rows.jsonl")):
+        run = tmp_path / name
+        result = run_cli(
+            "predict.py",
+            f"model={text_export}",
+            f"input={source}",
+            f"hydra.run.dir={run}",
+            env=without_torch(tmp_path / f"blocker-{name}"),
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        predictions = json.loads((run / "predictions.json").read_text())["predictions"]
+        classes[name] = [prediction["class"] for prediction in predictions]
+    assert classes == {"folder": ["sky", "kitchen"], "rows": ["sky", "kitchen"]}
+
+    (tmp_path / "server").mkdir()
+    with Server(text_export, tmp_path / "server") as server:
+        body = {"inputs": ["The rocket left its orbit for the moon.", "Soup with pepper"]}
+        answer = call("POST", f"{server.url}/predict", json=body)
+        assert answer.status == 200, answer.text
+        assert [p["class"] for p in answer.json()["predictions"]] == ["sky", "kitchen"]
+        rows = call(
+            "POST", f"{server.url}/predict", json={"rows": [{"text": "Comet, star, galaxy"}]}
+        )
+        assert rows.status == 200 and rows.json()["predictions"][0]["class"] == "sky"
+        for bad in ({"inputs": [""]}, {"inputs": [3]}, {"rows": [{"other": "column"}]}):
+            refused = call("POST", f"{server.url}/predict", json=bad)
+            assert refused.status == 422 and "\n" not in refused.json()["detail"], bad
+        undecodable = call(
+            "POST",
+            f"{server.url}/predict",
+            data=b'{"inputs": ["\xff\xfe"]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert undecodable.status == 400
+        page = call("GET", f"{server.url}/").text
+        assert '"kind": "text"' in page
+
+
+def test_a_long_text_is_cut_before_it_is_tokenized(text_export):
+    manifest = json.loads((text_export / "manifest.json").read_text())
+    preprocessing = text.Preprocessing.model_validate(manifest["preprocessing"])
+    start = "star moon " * 10
+    long = start + "x" * 10_000_000  # 10 MB: only its start can reach the model
+    ids = text.encode([long, start], preprocessing)
+    assert ids.shape == (2, 16) and (ids[0] == ids[1]).all()
+
+
+@pytest.mark.parametrize(
+    ("rows", "line"),
+    [
+        ([("star moon", "sky"), ("  ", "kitchen")], "column 'body' holds an empty text in row 1"),
+        ([(3, "sky"), (4, "kitchen")], "column 'body' holds int values such as 3, not text"),
+        ([("star moon", "sky"), ("bread soup", "sky")], "holds one class (sky); a classifier"),
+    ],
+)
+def test_bad_texts_in_a_table_are_one_line(rows, line, tmp_path):
+    path = write_csv(tmp_path / "texts.csv", rows * 10)
+    with pytest.raises(UserError) as refused:
+        datamodule(tmp_path, f"data.path={path}", "data.text=body", "data.target=label")
+    assert line in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_missing_column_and_bytes_that_are_not_utf8_are_one_line(tmp_path):
+    path = write_csv(tmp_path / "texts.csv", [("star moon", "sky")] * 10)
+    with pytest.raises(UserError, match="has no column 'words'; its columns: body, label"):
+        datamodule(tmp_path, f"data.path={path}", "data.text=words", "data.target=label")
+    root = write_folder(tmp_path / "texts", count=20)
+    (root / "sky" / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
+    with pytest.raises(UserError, match=r"latin1.txt is not UTF-8 text \(byte 3 is 0xe9\)"):
+        datamodule(tmp_path, f"data.root={root}")
