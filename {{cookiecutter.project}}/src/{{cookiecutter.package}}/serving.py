@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pydantic_core
 import uvicorn
 from pydantic import ValidationError
 from python_multipart.multipart import parse_options_header
@@ -170,7 +171,13 @@ async def read_body(receive: Receive, declared: str, limit: int, timeout: float)
 
 
 def parsed_json(body: bytes):
-    """The body's JSON, as Python's json reads it."""
+    """The body's JSON, as Python's json reads it. pydantic_core's parser, several times faster,
+    reads alike every body that it reads at all (it refuses NaN, a byte order mark, UTF-16 and
+    lone surrogates, which Python's then reads or explains)."""
+    try:
+        return pydantic_core.from_json(body, allow_inf_nan=False)
+    except ValueError:
+        pass
 
     def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
         raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
