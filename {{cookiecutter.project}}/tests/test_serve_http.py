@@ -14,6 +14,7 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+import pydantic_core
 import pytest
 from conftest import png_claiming, run_predict, save_pngs, without_torch
 from PIL import Image
@@ -238,6 +239,55 @@ def test_a_bad_request_gets_a_4xx_with_one_line_and_the_next_good_one_its_answer
     assert reason in answer.json()["detail"] and "\n" not in answer.text
     good = post(server, json={"inputs": DIGIT})
     assert good.json()["predictions"] == expected["arrays"][:1]
+
+
+DIGIT_JSON = json.dumps(DIGIT)
+
+
+def members(*pairs: str) -> str:
+    """A JSON object of members written as they are, such as '"top_k": 3'."""
+    return "{" + ", ".join(pairs) + "}"
+
+
+def digit_with(value: str) -> str:
+    """The digit's JSON body with its first value written as `value`."""
+    return members('"inputs": ' + DIGIT_JSON.replace("0.0", value, 1))
+
+
+ROWS = ", ".join(["[0, 1, 2, 3, 4, 5, 6, 7]"] * 8)
+# JSON bodies, good and bad, that serving.py's fast parser (pydantic_core's) reads, or refuses
+# for Python's json to read or explain; and the status each gets.
+BODIES = {
+    "one digit": (digit_with("0.0"), 200),
+    "two, top_k 3": (members(f'"inputs": [{DIGIT_JSON}, {DIGIT_JSON}]', '"top_k": 3'), 200),
+    "top_k 2.0": (members('"top_k": 2.0', f'"inputs": {DIGIT_JSON}'), 200),
+    "a repeated key": (members('"inputs": [[1]]', f'"inputs": {DIGIT_JSON}'), 200),
+    "integers": (members(f'"inputs": [{ROWS}]'), 200),
+    "-0": (digit_with("-0"), 200),
+    "an integer over 2**64": (digit_with(str(2**70)), 422),
+    "1e999": (digit_with("1e999"), 422),
+    "a boolean": (digit_with("true"), 422),
+    "null": (digit_with("null"), 422),
+    "text": (digit_with('"0"'), 422),
+    "another key": (members(f'"inputs": {DIGIT_JSON}', '"input": 1'), 422),
+    "a lone surrogate": (members('"inputs": [1]', '"\\ud800": 1'), 422),
+    "NaN": (members('"inputs": [NaN]'), 422),
+    "malformed": ('{"inputs": [1,', 400),
+    "a list": ("[1, 2]", 422),
+}
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize(("body", "status"), BODIES.values(), ids=BODIES)
+def test_the_fast_json_parser_answers_as_python_s_json(server, body, status):
+    """A UTF-8 byte order mark, which Python's json skips and pydantic_core's parser refuses,
+    sends the same body to Python's parser: every answer is the same, byte for byte."""
+    with pytest.raises(ValueError):
+        pydantic_core.from_json(BOM + body.encode())
+    fast = post(server, data=body.encode(), headers=JSON)
+    full = post(server, data=BOM + body.encode(), headers=JSON)
+    assert fast.status == status, fast.text
+    assert (full.status, full.text) == (fast.status, fast.text)
 
 
 def test_get_predict_is_405(server):

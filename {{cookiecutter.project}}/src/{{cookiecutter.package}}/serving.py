@@ -1,6 +1,8 @@
 """Serving an export over HTTP: a Starlette app on uvicorn that reads and checks each request
 in the event loop and runs onnxruntime there too, inline, batching the requests that arrive
-together (batching.py); inference.py does what predict does.
+together (batching.py); inference.py does what predict does. POST /predict, the route that
+takes the load, is a plain ASGI app (`Predict`) that the server calls without Starlette's
+middleware and routing in between; Starlette routes the rest.
 
 uvicorn starts `workers` processes from an import string, `create_app`, and each opens its own
 onnxruntime session; what it serves comes from the settings that `run` leaves in the
@@ -18,16 +20,18 @@ from pathlib import Path
 
 import numpy as np
 import onnxruntime as ort
+import pydantic_core
 import uvicorn
 from pydantic import ValidationError
 from python_multipart.multipart import parse_options_header
 from starlette.applications import Starlette
-from starlette.datastructures import UploadFile
+from starlette.datastructures import Headers, QueryParams, UploadFile
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException, MultiPartParser
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .api import document, request_models
 from .api import top_k as api_top_k
@@ -57,53 +61,86 @@ SETTINGS_SHOWN = {
     "read_timeout",
     "max_connections",
 }
+# Compact JSON for the answers: one encoder for all (json.dumps makes one per call).
+ANSWER_JSON = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+JSON_TYPE = (b"content-type", b"application/json")
 
 
 def refuse(status: int, reason: str) -> HTTPException:
     return HTTPException(status_code=status, detail=reason)
 
 
-async def parsed_request(request: Request) -> tuple[np.ndarray, int]:
-    """The prepared samples of a POST /predict and its top_k, or a 4xx with a one-line reason;
-    what it needs was put in `app.state` by `build_app`."""
-    state = request.app.state
-    manifest, limit = state.manifest, state.max_request_bytes
-    body = await read_body(request, limit, state.read_timeout)
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    # Most requests have no query, which Starlette would parse all the same.
-    query = request.query_params.get("top_k") if request.scope["query_string"] else None
-    try:
-        top_k = None if query is None else api_top_k(query)
-        if media_type == "multipart/form-data":
-            inputs = await from_upload(request, body, manifest, limit)
-        elif media_type in ("application/json", ""):
-            inputs, top_k = from_json(body, manifest, state.requests, top_k)
-        else:
-            raise refuse(
-                415,
-                f"Content-Type {media_type} is not accepted: send application/json, or an image "
-                "as multipart/form-data",
-            )
-    except UserError as error:
-        raise refuse(422, str(error)) from None
-    most = request.app.state.max_request_samples
-    if len(inputs) > most:
+class Predict:
+    """POST /predict as an ASGI app: the prepared samples of a request, checked, run with those
+    of other requests (`batcher`), and their predictions; or a 4xx with a one-line reason."""
+
+    def __init__(
+        self, manifest: Manifest, options: ServeOptions, api_key: str | None, batcher: MicroBatcher
+    ):
+        self.manifest, self.api_key, self.batcher = manifest, api_key, batcher
+        self.limit, self.most = options.max_request_bytes, options.max_request_samples
+        self.read_timeout = options.read_timeout
+        self.requests = request_models(manifest)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            body = await self.answer(scope, receive)
+        except HTTPException as error:
+            await refusal_response(error)(scope, receive, send)
+            return
+        headers = [(b"content-length", b"%d" % len(body)), JSON_TYPE]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def answer(self, scope: Scope, receive: Receive) -> bytes:
+        # The first of a repeated header, as Starlette's Headers.get takes it.
+        headers = dict(reversed(scope["headers"]))
+        authorize(headers.get(b"x-api-key", b"").decode("latin-1"), self.api_key)
+        declared = headers.get(b"content-length", b"").decode("latin-1")
+        body = await read_body(receive, declared, self.limit, self.read_timeout)
+        content_type = headers.get(b"content-type", b"").decode("latin-1")
+        inputs, top_k = await self.parsed(scope, content_type, body)
+        if len(inputs) > self.most:
+            held = f"the request holds {len(inputs)} samples"
+            raise refuse(413, f"{held}, over max_request_samples={self.most}")
+        if not np.isfinite(inputs).all():  # the common case in one call; which samples, if not
+            raise non_finite_refusal(inputs)
+        return encoded(await self.batcher.answers(inputs, 1 if top_k is None else top_k))
+
+    async def parsed(
+        self, scope: Scope, content_type: str, body: bytes
+    ) -> tuple[np.ndarray, int | None]:
+        """The samples of a body and its top_k, the body's, else the query's (None if neither)."""
+        media_type = content_type.split(";")[0].strip().lower()
+        # Most requests have no query, which would be parsed all the same.
+        query = QueryParams(scope["query_string"]).get("top_k") if scope["query_string"] else None
+        try:
+            top_k = None if query is None else api_top_k(query)
+            if media_type == "multipart/form-data":
+                headers = Headers(scope=scope)
+                return await from_upload(headers, body, self.manifest, self.limit), top_k
+            if media_type in ("application/json", ""):
+                return from_json(body, self.manifest, self.requests, top_k)
+        except UserError as error:
+            raise refuse(422, str(error)) from None
         raise refuse(
-            413, f"the request holds {len(inputs)} samples, over max_request_samples={most}"
+            415,
+            f"Content-Type {media_type} is not accepted: send application/json, or an image "
+            "as multipart/form-data",
         )
+
+
+def non_finite_refusal(inputs: np.ndarray) -> HTTPException:
     invalid = np.flatnonzero(non_finite(inputs)).tolist()
-    if invalid:
-        listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
-        which = f"sample {listed} holds" if len(invalid) == 1 else f"samples {listed} hold"
-        raise refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
-    return inputs, 1 if top_k is None else top_k
+    listed = ", ".join(map(str, invalid[:10])) + (", ..." if len(invalid) > 10 else "")
+    which = f"sample {listed} holds" if len(invalid) == 1 else f"samples {listed} hold"
+    return refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
 
 
-async def read_body(request: Request, limit: int, timeout: float) -> bytes:
+async def read_body(receive: Receive, declared: str, limit: int, timeout: float) -> bytes:
     """The body, refused as soon as it is known to be over `limit` bytes: by its Content-Length
-    before any of it is read, or while a chunked one arrives; and refused if it has not all
-    arrived within `timeout` seconds."""
-    declared = request.headers.get("content-length", "")
+    (`declared`) before any of it is read, or while a chunked one arrives; and refused if it has
+    not all arrived within `timeout` seconds."""
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     body = bytearray()
@@ -113,21 +150,42 @@ async def read_body(request: Request, limit: int, timeout: float) -> bytes:
     assert task is not None
     timer = asyncio.get_running_loop().call_later(timeout, lambda: late.append(task.cancel()))
     try:
-        async for chunk in request.stream():
-            body += chunk
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":  # gone mid-body: nobody reads the answer
+                raise refuse(400, "the client disconnected before sending the whole body")
+            body += message.get("body", b"")
+            more = message.get("more_body", False)
             if len(body) > limit:
                 raise refuse(413, f"the body is over max_request_bytes={limit}")
     except asyncio.CancelledError:
         if not late:  # not the timer's: the server stops
             raise
         raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
-    except ClientDisconnect:  # gone mid-body: an answer nobody reads, not a traceback
-        raise refuse(400, "the client disconnected before sending the whole body") from None
     finally:
         timer.cancel()
     if not body:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return bytes(body)
+
+
+def parsed_json(body: bytes):
+    """The body's JSON, as Python's json reads it. pydantic_core's parser, several times faster,
+    reads alike every body that it reads at all (it refuses NaN, a byte order mark, UTF-16 and
+    lone surrogates, which Python's then reads or explains)."""
+    try:
+        return pydantic_core.from_json(body, allow_inf_nan=False)
+    except ValueError:
+        pass
+
+    def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
+        raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
+
+    try:
+        return json.loads(body, parse_constant=non_standard)
+    except (ValueError, RecursionError) as error:  # and UnicodeDecodeError, a ValueError
+        raise refuse(400, f"the body is not valid JSON: {error}") from None
 
 
 def from_json(
@@ -136,14 +194,7 @@ def from_json(
     """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}` (as the input
     kind takes them), checked with the request `models` (api.py), and the request's top_k: the
     body's, else the query's (`top_k`, checked, None if the query has none)."""
-
-    def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
-        raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
-
-    try:
-        payload = json.loads(body, parse_constant=non_standard)
-    except (ValueError, RecursionError) as error:  # and UnicodeDecodeError, a ValueError
-        raise refuse(400, f"the body is not valid JSON: {error}") from None
+    payload = parsed_json(body)
     if (
         not isinstance(payload, dict)
         or len(payload.keys() & {"inputs", "rows"}) != 1
@@ -179,7 +230,7 @@ def refusal(error: ValidationError, payload: dict, manifest: Manifest) -> str:
     return f"{problem['loc'][0]}: {message[0].lower()}{message[1:]}, got {got}"
 
 
-async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: int) -> np.ndarray:
+async def from_upload(headers: Headers, body: bytes, manifest: Manifest, limit: int) -> np.ndarray:
     """The model input of a file sent as the form field `file`, decoded as predict does."""
     kind = kind_of(manifest)
     if kind.UPLOAD is None:
@@ -188,15 +239,13 @@ async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: 
     async def chunks():
         yield body
 
-    parser = MultiPartParser(
-        request.headers, chunks(), max_files=1, max_fields=8, max_part_size=limit
-    )
+    parser = MultiPartParser(headers, chunks(), max_files=1, max_fields=8, max_part_size=limit)
     try:
         form = await parser.parse()
     except MultiPartException as error:
         raise refuse(400, f"the multipart body is malformed: {error.message}") from None
     # The parser takes a body cut short for a form without its last part.
-    boundary = parse_options_header(request.headers["content-type"])[1][b"boundary"]
+    boundary = parse_options_header(headers["content-type"])[1][b"boundary"]
     if b"--" + boundary + b"--" not in body:
         raise refuse(400, "the multipart body is malformed: it ends before its closing boundary")
     upload = form.get("file")
@@ -214,29 +263,29 @@ async def from_upload(request: Request, body: bytes, manifest: Manifest, limit: 
         raise refuse(400, str(error)) from None
 
 
-def authorize(request: Request) -> None:
-    """A 401 unless the request holds the server's API key (if it has one)."""
-    key = request.app.state.api_key
-    if key is None:
-        return
-    given = request.headers.get("x-api-key", "")
-    if not secrets.compare_digest(given.encode(), key.encode()):
+def authorize(given: str, key: str | None) -> None:
+    """A 401 unless `given` is the server's API key (if it has one)."""
+    if key is not None and not secrets.compare_digest(given.encode(), key.encode()):
         raise refuse(401, "missing or wrong API key: send it in the X-API-Key header")
 
 
-def encoded(answers: list) -> Response:
+def encoded(answers: list) -> bytes:
     """The answer of one request, as compact JSON."""
     try:
-        body = json.dumps({"predictions": answers}, separators=(",", ":"), allow_nan=False)
+        return ANSWER_JSON.encode({"predictions": answers}).encode()
     except ValueError:  # finite inputs so large that the network overflows
-        return JSONResponse({"detail": "the model's output is not finite for these inputs"}, 422)
-    return Response(body, media_type="application/json")
+        raise refuse(422, "the model's output is not finite for these inputs") from None
+
+
+def refusal_response(error: HTTPException) -> Response:
+    """A refusal as JSON `{"detail": ...}`."""
+    return JSONResponse({"detail": error.detail}, error.status_code, headers=error.headers)
 
 
 async def refusal_answer(request: Request, error: Exception) -> Response:
-    """A refusal as JSON `{"detail": ...}`, also Starlette's own (404, 405)."""
+    """Starlette's own refusals (404, 405) as the others."""
     assert isinstance(error, HTTPException)
-    return JSONResponse({"detail": error.detail}, error.status_code, headers=error.headers)
+    return refusal_response(error)
 
 
 def build_app(
@@ -245,7 +294,7 @@ def build_app(
     export_dir: Path,
     options: ServeOptions,
     api_key: str | None,
-) -> Starlette:
+) -> ASGIApp:
     """The app of a session and its checked manifest: POST /predict, GET /health, GET /info,
     GET /openapi.json and the page at /."""
     settings = options.model_dump(include=SETTINGS_SHOWN)
@@ -257,14 +306,10 @@ def build_app(
     batcher = MicroBatcher(
         partial(predict_samples, session, manifest), options.max_batch_size, options.batch_timeout
     )
-
-    async def predict(request: Request) -> Response:
-        authorize(request)  # before the body is read
-        inputs, top_k = await parsed_request(request)
-        return encoded(await batcher.answers(inputs, top_k))
+    predict = Predict(manifest, options, api_key, batcher)
 
     async def info_route(request: Request) -> Response:
-        authorize(request)
+        authorize(request.headers.get("x-api-key", ""), api_key)
         return JSONResponse(about)
 
     async def health(request: Request) -> Response:
@@ -277,9 +322,9 @@ def build_app(
     async def page_route(request: Request) -> Response:
         return HTMLResponse(html)
 
-    app = Starlette(
+    routes = Starlette(
         routes=[
-            Route("/predict", predict, methods=["POST"]),
+            Route("/predict", predict, methods=["POST"]),  # its 405 for GET, and /predict/
             Route("/health", health),
             Route("/info", info_route),
             Route("/openapi.json", openapi_route),
@@ -287,15 +332,19 @@ def build_app(
         ],
         exception_handlers={HTTPException: refusal_answer},
     )
-    app.state.manifest, app.state.api_key = manifest, api_key
-    app.state.max_request_bytes = options.max_request_bytes
-    app.state.max_request_samples = options.max_request_samples
-    app.state.read_timeout = options.read_timeout
-    app.state.requests = request_models(manifest)
+
+    async def app(scope: Scope, receive: Receive, send: Send) -> None:
+        # Predictions go straight to their route, without the middleware, routing and Request
+        # that Starlette would spend on each one (the template's benchmarks/README.md).
+        if scope["type"] == "http" and scope["path"] == "/predict" and scope["method"] == "POST":
+            await predict(scope, receive, send)
+        else:
+            await routes(scope, receive, send)
+
     return app
 
 
-def create_app() -> Starlette:
+def create_app() -> ASGIApp:
     """The app of one server process, with a session of its own, from the settings that `run`
     left in the environment (the API key stays in its own variable)."""
     settings = json.loads(os.environ[SETTINGS])

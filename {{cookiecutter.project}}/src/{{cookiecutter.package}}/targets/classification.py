@@ -67,12 +67,10 @@ def decode(logits: np.ndarray, target: Target, top_k: int = 1) -> list[dict]:
     """Each sample's class and probability, with the `top_k` most probable when top_k > 1."""
     exp = np.exp(logits - logits.max(axis=1, keepdims=True))
     scores = exp / exp.sum(axis=1, keepdims=True)
-    results = []
-    for row in scores:
-        ranked = [
-            {"class": target.class_names[index], "probability": round(float(row[index]), 6)}
-            for index in np.argsort(-row, kind="stable")[:top_k]
-        ]
+    order = np.argsort(-scores, axis=1, kind="stable")[:, :top_k]
+    names, results = target.class_names, []
+    for row, best in zip(scores.tolist(), order.tolist(), strict=True):
+        ranked = [{"class": names[index], "probability": round(row[index], 6)} for index in best]
         results.append(ranked[0] | ({"top": ranked} if top_k > 1 else {}))
     return results
 
