@@ -11,6 +11,7 @@ import hashlib
 import io
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -442,6 +443,46 @@ def mlp_run(tmp_path_factory) -> Path:
 def transformer_run(tmp_path_factory) -> Path:
     """The vision transformer on the digits, trained briefly."""
     return train_briefly(tmp_path_factory, "transformer", [*DIGITS, "model/net=transformer"])
+
+
+# Two topics, each with words of its own: a corpus a model learns in a few steps.
+WORDS = {
+    "sky": ["star", "moon", "planet", "orbit", "comet", "rocket", "galaxy", "telescope"],
+    "kitchen": ["bread", "butter", "oven", "flour", "recipe", "soup", "pepper", "spoon"],
+}
+
+
+def sentences(count: int, seed: int = 0) -> list[tuple[str, str]]:
+    generator = random.Random(seed)
+    topics = sorted(WORDS)
+    return [
+        (" ".join(generator.choices(WORDS[topic], k=8)).capitalize() + ".", topic)
+        for topic in (topics[index % 2] for index in range(count))
+    ]
+
+
+def write_texts(root: Path, count: int = 80) -> Path:
+    for index, (sentence, topic) in enumerate(sentences(count)):
+        (root / topic).mkdir(parents=True, exist_ok=True)
+        (root / topic / f"{index:03d}.txt").write_text(sentence + "\n")
+    return root
+
+
+@pytest.fixture(scope="session")
+def text_export(tmp_path_factory) -> Path:
+    """A classifier of a folder of texts per class, briefly trained and exported as ONNX."""
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    def train_and_export(folder: Path) -> None:
+        data = ["data=text", f"data.root={write_texts(folder / 'texts')}", "data.max_length=16"]
+        settings = ["data.batch_size=16", "trainer.max_epochs=15"]  # 60 steps: it learns
+        train(compose_config("train", folder / "run", [*data, *settings]))
+        best = folder / "run" / "checkpoints" / "best.ckpt"
+        overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]
+        export(compose_config("export", folder / "export", overrides, quiet=False))
+
+    return made_once(tmp_path_factory, "text_export", train_and_export) / "export"
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,7 @@
 """The page at / in a real browser: headless Chromium (or Chrome) driven by Playwright loads it
 from a real server, uploads an image file and shows the class predict.py gives it. On the
-digits' export: the page uploads a digit's PNG file. A table's page is a form of its columns."""
+digits' export: the page uploads a digit's PNG file. A table's page is a form of its columns, a
+text model's a text box."""
 
 import os
 from pathlib import Path
@@ -177,6 +178,26 @@ def test_a_tables_page_offers_each_columns_choices_and_shows_the_class_predict_p
         page.select_option("select[name=colour]", row["colour"])
         page.fill("input[name=day]", row["day"])
         page.fill("input[name=time]", row["time"])
+        page.click("#table-form button[type=submit]")
+        page.wait_for_function(SHOWN, timeout=30_000)
+        assert page.locator("#top-class").text_content() == expected["class"]
+    assert not errors
+
+
+def test_a_texts_page_has_a_text_box_and_shows_the_class_predict_py_gives(
+    browser, text_export, tmp_path
+):
+    sentence = "The rocket left its orbit for the moon."
+    (tmp_path / "text.txt").write_text(sentence)
+    (expected,) = run_predict(text_export, tmp_path / "text.txt", tmp_path / "predict")
+    (tmp_path / "serve").mkdir()
+    with Server(text_export, tmp_path / "serve") as server:
+        page = browser.new_page()
+        errors = []
+        page.on("pageerror", lambda error: errors.append(error))
+        page.goto(f"{server.url}/")
+        assert accessibility_violations(page) == []
+        page.fill("textarea[name=text]", sentence)
         page.click("#table-form button[type=submit]")
         page.wait_for_function(SHOWN, timeout=30_000)
         assert page.locator("#top-class").text_content() == expected["class"]

@@ -3,45 +3,16 @@ model into checkpoints and exports; a folder of .txt files per class trains, exp
 without torch and serves; bad texts are one line."""
 
 import json
-import random
 from pathlib import Path
 
 import pytest
-from conftest import (
-    FAST_LATENCY,
-    compose_config,
-    made_once,
-    run_cli,
-    without_torch,
-)
+from conftest import compose_config, run_cli, sentences, without_torch, write_texts
 from servers import Server, call
 from tokenizers import Tokenizer
 
 from {{ cookiecutter.package }}.builders import build_datamodule
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.kinds import text
-
-# Two topics, each with words of its own: a corpus a model learns in a few steps.
-WORDS = {
-    "sky": ["star", "moon", "planet", "orbit", "comet", "rocket", "galaxy", "telescope"],
-    "kitchen": ["bread", "butter", "oven", "flour", "recipe", "soup", "pepper", "spoon"],
-}
-
-
-def sentences(count: int, seed: int = 0) -> list[tuple[str, str]]:
-    generator = random.Random(seed)
-    topics = sorted(WORDS)
-    return [
-        (" ".join(generator.choices(WORDS[topic], k=8)).capitalize() + ".", topic)
-        for topic in (topics[index % 2] for index in range(count))
-    ]
-
-
-def write_folder(root: Path, count: int = 80) -> Path:
-    for index, (sentence, topic) in enumerate(sentences(count)):
-        (root / topic).mkdir(parents=True, exist_ok=True)
-        (root / topic / f"{index:03d}.txt").write_text(sentence + "\n")
-    return root
 
 
 def write_csv(path: Path, rows: list[tuple[object, object]]) -> Path:
@@ -69,23 +40,6 @@ def test_the_tokenizer_is_fitted_on_the_training_split_only(tmp_path):
     preprocessing = module.contract.preprocessing
     assert (preprocessing.max_length, preprocessing.lowercase) == (128, True)
     assert preprocessing.normalization == "NFKC" and preprocessing.column == "body"
-
-
-@pytest.fixture(scope="module")
-def text_export(tmp_path_factory) -> Path:
-    """A classifier of a folder of texts per class, briefly trained and exported as ONNX."""
-    from {{ cookiecutter.package }}.tasks.export import export
-    from {{ cookiecutter.package }}.tasks.train import train
-
-    def train_and_export(folder: Path) -> None:
-        data = ["data=text", f"data.root={write_folder(folder / 'texts')}", "data.max_length=16"]
-        settings = ["data.batch_size=16", "trainer.max_epochs=15"]  # 60 steps: it learns
-        train(compose_config("train", folder / "run", [*data, *settings]))
-        best = folder / "run" / "checkpoints" / "best.ckpt"
-        overrides = [f"ckpt_path={best}", "formats=[onnx]", *FAST_LATENCY]
-        export(compose_config("export", folder / "export", overrides, quiet=False))
-
-    return made_once(tmp_path_factory, "text_export", train_and_export) / "export"
 
 
 @pytest.mark.slow  # predict.py as a process, and a server
@@ -171,7 +125,7 @@ def test_a_missing_column_and_bytes_that_are_not_utf8_are_one_line(tmp_path):
     path = write_csv(tmp_path / "texts.csv", [("star moon", "sky")] * 10)
     with pytest.raises(UserError, match="has no column 'words'; its columns: body, label"):
         datamodule(tmp_path, f"data.path={path}", "data.text=words", "data.target=label")
-    root = write_folder(tmp_path / "texts", count=20)
+    root = write_texts(tmp_path / "texts", count=20)
     (root / "sky" / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(UserError, match=r"latin1.txt is not UTF-8 text \(byte 3 is 0xe9\)"):
         datamodule(tmp_path, f"data.root={root}")
