@@ -3,6 +3,7 @@ model into checkpoints and exports; a folder of .txt files per class trains, exp
 without torch and serves; bad texts are one line."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,26 @@ def test_a_text_model_predicts_files_without_torch_and_serves_texts(text_export,
         assert undecodable.status == 400
         page = call("GET", f"{server.url}/").text
         assert '"kind": "text"' in page
+
+
+def test_the_exports_tokenizer_json_tokenizes_as_training_did_and_an_edit_is_refused(
+    text_export, tmp_path
+):
+    from {{ cookiecutter.package }}.inference import load_export
+
+    _, manifest = load_export(text_export)
+    sentence = "The rocket left its orbit; a comet, unknown words: zyzzyva."
+    tokenizer = Tokenizer.from_file(str(text_export / "tokenizer.json"))
+    assert (
+        tokenizer.encode(sentence).ids
+        == text.encode([sentence], manifest.preprocessing)[0].tolist()
+    )
+    copy = tmp_path / "export"
+    shutil.copytree(text_export, copy)
+    tokenizer.enable_padding(length=8)  # another tokenizer than the model's
+    tokenizer.save(str(copy / "tokenizer.json"))
+    with pytest.raises(UserError, match="tokenizer.json is not the file that .* lists; export"):
+        load_export(copy)
 
 
 def test_a_long_text_is_cut_before_it_is_tokenized(text_export):

@@ -152,6 +152,9 @@ class Manifest(Model):
     opset: int | None
     checkpoint: dict[str, str]
     versions: dict[str, str]
+    # Files the input kind writes beside the models for other runtimes (a text model's
+    # tokenizer.json), each with its SHA-256: covered by every artifact's digest.
+    files: dict[str, str] = {}
 
     @model_validator(mode="before")
     @classmethod
@@ -167,10 +170,10 @@ class Manifest(Model):
     def digest_of(self, artifact: Artifact) -> str:
         """One SHA-256 over what changes the predictions of `artifact`: the input, its
         preprocessing, the outputs, the task and its target as this manifest records them, and
-        the checksum of the file the artifact reads. A reordered class name, a changed mean or
-        a file of another export all change it."""
+        the checksums of the file the artifact reads and of the kind's `files`. A reordered
+        class name, a changed mean or a file of another export all change it."""
         parts = self.model_dump(mode="json", include=PREDICTIVE)
-        covered = {"manifest": parts, "files": {artifact.file: artifact.sha256}}
+        covered = {"manifest": parts, "files": {artifact.file: artifact.sha256, **self.files}}
         return hashlib.sha256(json.dumps(covered, sort_keys=True).encode()).hexdigest()
 
     def sealed(self) -> "Manifest":

@@ -58,6 +58,10 @@ def load_export(
     # The preprocessing and class names below are only right for the model they came with.
     if sha256(model) != entry.sha256:
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
+    for name, checksum in manifest.files.items():
+        path = model.parent / name
+        if not path.is_file() or sha256(path) != checksum:
+            raise UserError(f"{path} is not the file that {manifest_path} lists; export again")
     check_manifest(manifest, session, manifest_path)
     if manifest.digest_of(entry) != entry.digest:  # what the checks above cannot see
         raise UserError(

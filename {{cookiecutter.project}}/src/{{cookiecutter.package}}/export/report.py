@@ -53,10 +53,12 @@ def manifest(
     contract: Contract,
     opset: int,
     checkpoint: Path,
+    extra: dict[str, str],
 ) -> Manifest:
     """What a runtime needs to feed the artifacts and read their outputs: the data contract of
     training (the input, its preprocessing, the task and its target: class names, or the target's
-    name, units and standardization), the opset, and each file with its checksum and figures."""
+    name, units and standardization), the opset, each file with its checksum and figures, and
+    the `extra` files of the input kind with theirs."""
     sample = contract.input
     return Manifest(
         formats={name: describe(path, results[name]) for name, path in files.items()},
@@ -69,6 +71,7 @@ def manifest(
         target=contract.target,
         opset=opset if "onnx" in files else None,
         checkpoint={"path": str(checkpoint), "sha256": sha256(checkpoint)},
+        files=extra,
         versions={
             "torch": torch.__version__,
             "onnx": onnx.__version__,

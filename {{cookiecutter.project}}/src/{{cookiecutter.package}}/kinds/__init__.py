@@ -25,7 +25,9 @@ A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
   `console.TooLarge` for one too large to decode);
 - `form(preprocessing) -> dict`: what the page asks for (`{"type": "file" | "fields", ...}`);
 - `check(preprocessing, shape, where)`: refuses, in one line, a manifest's preprocessing that
-  cannot feed a model of input `shape`.
+  cannot feed a model of input `shape`;
+- `files(preprocessing) -> dict[str, str]`: files that export writes beside the models for
+  other runtimes, by name (a text model's tokenizer.json), or none.
 
 Inputs are arrays of (N, *input_shape) of DTYPE; a bad one is a UserError with one line.
 """

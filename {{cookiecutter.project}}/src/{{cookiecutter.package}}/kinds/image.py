@@ -270,3 +270,7 @@ def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
         raise UserError(f"{where} needs one mean and one std per channel ({p.channels})")
     if not all(np.isfinite(std) and std > 0 for std in p.std):
         raise UserError(f"{where} has normalization std {p.std}; it must be positive")
+
+
+def files(preprocessing: Preprocessing) -> dict[str, str]:
+    return {}

@@ -413,3 +413,7 @@ def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
                     f"{where} has preprocessing column {column.name!r} std {std}; it must be "
                     "positive"
                 )
+
+
+def files(preprocessing: Preprocessing) -> dict[str, str]:
+    return {}

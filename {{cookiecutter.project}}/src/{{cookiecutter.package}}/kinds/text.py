@@ -255,3 +255,9 @@ def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
             f"{where} has vocab_size {preprocessing.vocab_size}, its tokenizer "
             f"{tokenizer.get_vocab_size()} tokens"
         )
+
+
+def files(preprocessing: Preprocessing) -> dict[str, str]:
+    """The tokenizer as the tokenizers library saves it: any runtime with tokenizers (or
+    transformers' PreTrainedTokenizerFast) tokenizes as training did."""
+    return {"tokenizer.json": preprocessing.tokenizer}

@@ -12,13 +12,13 @@ import torch
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from .. import targets
+from .. import kinds, targets
 from ..builders import build_trained
 from ..console import UserError, show
 from ..contract import manifest_schema
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
-from ..files import STAGING, move_files, save_json, staged_folder
+from ..files import STAGING, move_files, save_json, save_text, sha256, staged_folder
 from ..models import Transformer
 from ..options import FORMATS, FROM_ONNX, ExportOptions, usable_cores, validated
 from ..run_dir import name_too_long, unwritable
@@ -184,12 +184,17 @@ def export(cfg: DictConfig) -> dict:
                 f"{failed[0]}; the artifacts stay in {destination} to inspect, without "
                 "manifest.json"
             )
+        contract = datamodule.contract
+        extra = kinds.get(contract.input.kind).files(contract.preprocessing)
+        for name, text in extra.items():
+            save_text(staging / name, text)
+        checksums = {name: sha256(staging / name) for name in extra}
         manifest = report.manifest(
-            files, results, datamodule.contract, options.opset, Path(options.ckpt_path)
+            files, results, contract, options.opset, Path(options.ckpt_path), checksums
         )
         save_json(staging / "manifest.json", manifest.to_dict())
         save_json(staging / report.SCHEMA, manifest_schema(manifest))
-        kept = [*written, "report.json", "manifest.json", report.SCHEMA]
+        kept = [*written, *extra, "report.json", "manifest.json", report.SCHEMA]
         move_files(staging, destination, kept, stale)
         staging.rmdir()
         show(f"exported {', '.join(files)} to {destination}")
