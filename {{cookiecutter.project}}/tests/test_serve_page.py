@@ -53,15 +53,20 @@ def server(digits_export, tmp_path_factory):
         yield server
 
 
+def open_page(browser, server) -> tuple:
+    """The server's page in a new tab, and the list its script errors go to."""
+    page, errors = browser.new_page(), []
+    page.on("pageerror", lambda error: errors.append(error))  # Playwright takes no builtins
+    page.goto(f"{server.url}/")
+    return page, errors
+
+
 def test_the_page_shows_the_top_classes_of_an_uploaded_image(
     browser, server, digits_export, tmp_path
 ):
     (png,) = save_pngs(load_digits().images[3:4], tmp_path / "images")
     (expected,) = run_predict(digits_export, png, tmp_path / "predict", "top_k=5")
-    page = browser.new_page()
-    errors = []
-    page.on("pageerror", lambda error: errors.append(error))
-    page.goto(f"{server.url}/")
+    page, errors = open_page(browser, server)
     page.set_input_files("#file", png)
     page.wait_for_function(SHOWN, timeout=30_000)
     assert page.locator("#top-class").text_content() == expected["class"]
@@ -163,10 +168,7 @@ def test_a_tables_page_offers_each_columns_choices_and_shows_the_class_predict_p
     (colour,) = [c for c in manifest.preprocessing.columns if c.name == "colour"]
     (tmp_path / "serve").mkdir()
     with Server(table_export, tmp_path / "serve") as server:
-        page = browser.new_page()
-        errors = []
-        page.on("pageerror", lambda error: errors.append(error))
-        page.goto(f"{server.url}/")
+        page, errors = open_page(browser, server)
         # A category is chosen among those seen in training, or left empty (a missing value).
         options = page.locator("select[name=colour] option").all_inner_texts()
         assert options == ["", *colour.vocabulary]
@@ -192,10 +194,7 @@ def test_a_texts_page_has_a_text_box_and_shows_the_class_predict_py_gives(
     (expected,) = run_predict(text_export, tmp_path / "text.txt", tmp_path / "predict")
     (tmp_path / "serve").mkdir()
     with Server(text_export, tmp_path / "serve") as server:
-        page = browser.new_page()
-        errors = []
-        page.on("pageerror", lambda error: errors.append(error))
-        page.goto(f"{server.url}/")
+        page, errors = open_page(browser, server)
         assert accessibility_violations(page) == []
         page.fill("textarea[name=text]", sentence)
         page.click("#table-form button[type=submit]")
