@@ -5,7 +5,8 @@ by common.run_baseline.
 - `python baselines.py handwritten|plain_lightning|lightning_loop|lightning_manual <epochs> <file>
   <dir>`: the same training done by a hand-written PyTorch loop, by a plain Lightning setup, or
   by Lightning's loop alone on the project's model (automatic or manual optimization), with the
-  timestamps that probes.EpochTimer writes in a run of `python train.py`.
+  timestamps that probes.EpochTimer writes in a run of `python train.py`. The hand-written loop
+  takes the data as overrides after `<dir>` too (`data=text data.path=...`).
 - `python baselines.py loaders <file>`: batches per second of several ways to load the same
   tensors.
 - `python baselines.py image_loaders <file> <image folder> <seconds>`: images per second of the
@@ -37,18 +38,18 @@ def project_config(epochs: int, overrides=()):
     return cfg
 
 
-def digits(cfg):
-    datamodule = instantiate(cfg.data)
-    datamodule.setup("fit")
-    return datamodule
+def prepared_data(cfg):
+    """The datamodule, set up as train.py sets it up: the shapes it finds go into `cfg.data`,
+    where the network's config reads them."""
+    return importlib.import_module(f"{PACKAGE}.builders").build_datamodule(cfg)
 
 
-def handwritten(epochs: int, path: str):
+def handwritten(epochs: int, path: str, overrides=()):
     """The fastest plain loop: tensors sliced by a shuffled index, one validation pass per epoch,
     metrics accumulated on the device and read once per epoch."""
-    cfg = project_config(epochs)
+    cfg = project_config(epochs, overrides)
     pl.seed_everything(cfg.seed)
-    datamodule = digits(cfg)
+    datamodule = prepared_data(cfg)
     train, val = datamodule.splits["train"], datamodule.splits["val"]
     net = instantiate(cfg.model.net)
     optimizer = instantiate(cfg.model.optimizer)(params=net.parameters())
@@ -158,7 +159,7 @@ def plain_lightning(epochs: int, path: str, output_dir: str):
     per-sample TensorDataset: every sample is a Python call, every batch a collate."""
     cfg = project_config(epochs)
     pl.seed_everything(cfg.seed)
-    datamodule = digits(cfg)
+    datamodule = prepared_data(cfg)
     loaders = [
         DataLoader(
             TensorDataset(split.inputs, split.targets),
@@ -179,7 +180,7 @@ def plain_lightning(epochs: int, path: str, output_dir: str):
 def loaders(path: str, seconds: float = 3.0):
     """Batches per second over whole epochs of the training split, each way of loading it."""
     cfg = project_config(1)
-    datamodule = digits(cfg)
+    datamodule = prepared_data(cfg)
     train, batch_size = datamodule.splits["train"], cfg.data.batch_size
 
     def sliced():
@@ -265,7 +266,7 @@ def handover_ms(loader: DataLoader, step_s: float = 0.04, batches: int = 40) -> 
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
     if kind == "handwritten":
-        handwritten(int(args[0]), args[1])
+        handwritten(int(args[0]), args[1], args[3:])
     elif kind == "plain_lightning":
         plain_lightning(int(args[0]), args[1], args[2])
     elif kind in ("lightning_loop", "lightning_manual"):
