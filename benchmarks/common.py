@@ -76,14 +76,17 @@ def project_env(project: Path, **extra: str) -> dict:
     return {**os.environ, "PYTHONPATH": path, "PYTHONWARNINGS": "ignore", **extra}
 
 
-def run(command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1800) -> float:
-    """Runs `command`, returns its wall time in seconds; raises with its output's tail on failure."""
+def run(
+    command: list[str], cwd: Path, env: dict | None = None, timeout: int = 1800, status: int = 0
+) -> float:
+    """Runs `command`, returns its wall time in seconds; raises with its output's tail unless it
+    ends with exit `status` (1: a command that must refuse its input)."""
     start = time.perf_counter()
     result = subprocess.run(
         command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
     )
     elapsed = time.perf_counter() - start
-    if result.returncode:
+    if result.returncode != status:
         tail = (result.stdout + result.stderr)[-3000:]
         raise RuntimeError(f"{' '.join(map(str, command))} failed ({result.returncode}):\n{tail}")
     return elapsed

@@ -6,7 +6,9 @@ own inference without Hydra, and the time to the first training step.
 Wall time of `python -c pass`, `python train.py --help`, `python train.py --cfg job`, `python
 predict.py` on one PNG, and the same prediction by the project's inference functions called
 without Hydra (`load_export`, `read_inputs`, `predictions` in `python -c`, the reference),
-each a fresh process, interleaved, median of the repeats, with the load average of each round;
+each a fresh process, interleaved, median of the repeats, with the load average of each round
+and the CPU seconds (user and system) of each command; two commands that must refuse their
+input (a missing checkpoint, a bad data option) before importing torch;
 which heavy packages each command imports (from `python -X importtime`); `--help` also as
 Hydra lists config groups without the project's one copy of its repository; and for `python
 train.py`, the time from launch to the start of fitting, to the first training step (after the
@@ -16,6 +18,7 @@ exports it first. Goals: `train.py --help` under 1 s; predict at most 1.15x the 
 
 import argparse
 import os
+import resource
 import subprocess
 import tempfile
 import time
@@ -65,6 +68,11 @@ train()
 """
 PREDICT = "python predict.py model=<export> input=<one PNG>"
 REFERENCE = "inference functions without Hydra (python -c)"
+# Commands that must refuse their input, with exit status 1, before they import torch.
+REFUSED = {
+    "python eval.py ckpt_path=<no such file> (refused)": ["eval.py", "ckpt_path=none.ckpt"],
+    "python train.py data.batch_size=0 (refused)": ["train.py", "data.batch_size=0"],
+}
 
 
 def commands(export: Path, image: Path, run_dir: Path) -> dict[str, list[str]]:
@@ -78,7 +86,17 @@ def commands(export: Path, image: Path, run_dir: Path) -> dict[str, list[str]]:
         "python train.py --cfg job": ["train.py", "--cfg", "job"],
         REFERENCE: ["-c", INFERENCE, str(export), str(image)],
         PREDICT: ["predict.py", f"model={export}", f"input={image}", f"hydra.run.dir={run_dir}"],
+        **{
+            name: [*command, f"hydra.run.dir={run_dir}-{command[0][:-3]}"]
+            for name, command in REFUSED.items()
+        },
     }
+
+
+def cpu_seconds() -> float:
+    """User and system CPU seconds of this process's ended children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def heavy_imports(project: Path, args: list[str]) -> list[str]:
@@ -89,7 +107,6 @@ def heavy_imports(project: Path, args: list[str]) -> list[str]:
         env=project_env(project),
         capture_output=True,
         text=True,
-        check=True,
     )
     modules = {
         line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines() if "|" in line
@@ -128,6 +145,7 @@ def main():
     project = setup(args)
     env = project_env(project)
     seconds: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     loads: list[float] = []
     steps: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as scratch:
@@ -139,7 +157,10 @@ def main():
         for repeat in range(args.repeats):
             loads.append(os.getloadavg()[0])
             for name, command in commands(export, image, scratch / f"predict-{repeat}").items():
-                seconds.setdefault(name, []).append(run(python(*command), project, env))
+                before, status = cpu_seconds(), int(name in REFUSED)
+                wall = run(python(*command), project, env, status=status)
+                seconds.setdefault(name, []).append(wall)
+                cpu.setdefault(name, []).append(cpu_seconds() - before)
         for _ in range(max(1, args.repeats // 2)):
             for name, value in first_step(project, scratch).items():
                 steps.setdefault(name, []).append(value)
@@ -152,7 +173,13 @@ def main():
     # Each round's predict against the reference of the same round, and the ratio of medians.
     ratios = [p / r for p, r in zip(seconds[PREDICT], seconds[REFERENCE], strict=True)]
     rows = [
-        [name, median(values), median(values) - bare, ", ".join(imports[name]) or "none"]
+        [
+            name,
+            median(values),
+            median(values) - bare,
+            median(cpu[name]),
+            ", ".join(imports[name]) or "none",
+        ]
         for name, values in seconds.items()
     ]
     rows.append(
@@ -161,18 +188,20 @@ def main():
             median(seconds[PREDICT]) / median(seconds[REFERENCE]),
             f"rounds {min(ratios):.2f} to {max(ratios):.2f}",
             "",
+            "",
         ]
     )
-    rows += [[name, median(values), "", ""] for name, values in steps.items()]
+    rows += [[name, median(values), "", "", ""] for name, values in steps.items()]
     report(
         "startup",
         f"Start-up: wall seconds, median of {args.repeats} interleaved rounds (first step: "
         f"{max(1, args.repeats // 2)}); load average {min(loads):.2f} to {max(loads):.2f}",
-        ["command", "seconds", "over python -c pass", "heavy imports"],
+        ["command", "seconds", "over python -c pass", "CPU seconds", "heavy imports"],
         rows,
         {
             "project": str(project),
             "seconds": seconds,
+            "cpu_seconds": cpu,
             "predict_over_reference": ratios,
             "load_average_per_round": loads,
             "first_step": steps,

@@ -302,6 +302,22 @@ def run_code(code: str, timeout=120) -> subprocess.CompletedProcess:
     )
 
 
+def run_entry_point(function: str, *overrides: str) -> subprocess.CompletedProcess:
+    """Runs cli.py's `function` with `overrides` in a fresh process as its script does, and
+    prints as the last line of stdout which of torch and Lightning it imported: for commands
+    that must end before they need them."""
+    code = (
+        "import sys\n"
+        f"sys.argv = [{function!r}, *{list(overrides)!r}]\n"
+        f"from {{ cookiecutter.package }}.cli import {function}\n"
+        "try:\n"
+        f"    {function}()\n"
+        "finally:\n"
+        "    print(sorted({'torch', 'pytorch_lightning'} & set(sys.modules)))\n"
+    )
+    return run_code(code)
+
+
 def run_cli(script: str, *overrides: str, timeout=300, **options) -> subprocess.CompletedProcess:
     """Runs a command as `start_cli` starts it, and returns its result."""
     return finish(start_cli(script, *overrides, **options), timeout)

@@ -14,6 +14,7 @@ from conftest import (
     kept_in_log,
     run_cli,
     run_code,
+    run_entry_point,
 )
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -76,15 +77,10 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
     [
         ("train.py", ["trainer=tpu_pod"], "Could not find 'trainer/tpu_pod'"),
         ("train.py", ["trainer.max_epoch=3"], "Could not override 'trainer.max_epoch'"),
-        # The task's own checks, once it has imported torch and Lightning: one of the settings
-        # that test_bad_settings_are_named_in_one_line_before_training checks in process.
-        pytest.param("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path=", marks=SLOW),
-        pytest.param(
-            "train.py",
-            ["data.batch_size=0"],
-            "error: data.batch_size=0 must be a whole number",
-            marks=SLOW,
-        ),
+        # The task's own checks, before it imports torch: one of the settings that
+        # test_bad_settings_are_named_in_one_line_before_training checks in process.
+        ("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path="),
+        ("train.py", ["data.batch_size=0"], "error: data.batch_size=0 must be a whole number"),
     ],
 )
 def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
@@ -95,6 +91,27 @@ def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
     if expected.startswith("error: "):  # the task's own check, in a run that Hydra started
         task = script.removesuffix(".py")
         assert kept_in_log(tmp_path / "run" / f"{task}.log", "ERROR") == [first_line(result)]
+
+
+@pytest.mark.parametrize(
+    ("function", "overrides", "expected"),
+    [
+        ("evaluate", [], "eval needs a checkpoint: pass ckpt_path="),
+        ("evaluate", ["ckpt_path=missing.ckpt"], "ckpt_path 'missing.ckpt' is not a file"),
+        ("train", ["data.batch_size=0"], "data.batch_size=0 must be a whole number"),
+        ("train", ["seed=abc"], "seed=abc must be a whole number"),
+        ("export_model", ["ckpt_path=x.ckpt", "formats=[bogus]"], "unknown format 'bogus'"),
+    ],
+    ids=["no-checkpoint", "missing-checkpoint", "data-option", "seed", "export-option"],
+)
+def test_refused_input_ends_before_torch_is_imported(function, overrides, expected, tmp_path):
+    """Importing torch and Lightning takes seconds: input that needs neither to be refused is
+    refused first."""
+    result = run_entry_point(function, *overrides, f"hydra.run.dir={tmp_path / 'run'}")
+    assert result.returncode == 1, result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {expected}")
+    assert result.stdout.splitlines()[-1] == "[]"
 
 
 @pytest.mark.parametrize(
@@ -202,8 +219,8 @@ def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path,
         ("predict.py", "hydra.run.dir", "x" * 256, 256),
         ("predict.py", "output_dir", "x" * 256, 256),
         ("export.py", "hydra.run.dir", "x" * 256, 256),
-        # Refused once export has imported torch, with the .staging folder beside it.
-        pytest.param("export.py", "output_dir", "x" * 250, 258, marks=SLOW),
+        # With the .staging folder beside it.
+        ("export.py", "output_dir", "x" * 250, 258),
     ],
     ids=["predict-run-dir", "predict-output-dir", "export-run-dir", "export-staging"],
 )

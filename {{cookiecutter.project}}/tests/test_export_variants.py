@@ -102,7 +102,10 @@ def check_report_and_manifest(net: str, folder) -> None:
 
 
 def in_openvino(path):
-    compiled = openvino.compile_model(str(path), "CPU", {"INFERENCE_NUM_THREADS": 1})
+    # float32 arithmetic, as the model's: on a CPU with bfloat16 instructions (avx512_bf16, AMX)
+    # OpenVINO computes in bfloat16 unless told, and logits then move by about 1e-2.
+    config = {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32"}
+    compiled = openvino.compile_model(str(path), "CPU", config)
     return lambda inputs: compiled(inputs)[0]
 
 

@@ -172,7 +172,7 @@ def test_a_kill_while_saving_keeps_the_previous_checkpoint(tmp_path):
     code = """
 import os, signal, sys, torch
 from pathlib import Path
-from {{ cookiecutter.package }}.checkpoints import AtomicCheckpointIO
+from {{ cookiecutter.package }}.saving import AtomicCheckpointIO
 
 io, target = AtomicCheckpointIO(), Path(sys.argv[1])
 io.save_checkpoint(dict(state_dict=dict(w=torch.zeros(1)), epoch=1), target)

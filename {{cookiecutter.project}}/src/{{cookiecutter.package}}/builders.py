@@ -1,8 +1,10 @@
 """Builds the objects every task needs from its config: train, eval and export share one recipe."""
 
 import importlib
+from pathlib import Path
 
 import pytorch_lightning as pl
+import torch
 from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
@@ -18,10 +20,11 @@ from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from . import targets
-from .checkpoints import ConfigInCheckpoint, check_fits, trained_configs
+from .checkpoints import trained_configs
 from .console import UserError
-from .contract import Contract, Target
-from .options import DATA, validated
+from .contract import Target
+from .options import DATA, check_seed, validated
+from .saving import ConfigInCheckpoint
 from .upstream import record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
@@ -46,8 +49,7 @@ def instantiate_group(group: DictConfig | None) -> list:
 
 def seed_everything(seed: int | None) -> None:
     """Seeds Python, NumPy and torch, in DataLoader workers too; None draws a seed."""
-    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
-        raise UserError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}, e.g. seed=42")
+    check_seed(seed)
     pl.seed_everything(seed, workers=True)
 
 
@@ -139,6 +141,26 @@ def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
         raise
 
 
+def check_fits(model: torch.nn.Module, state_dict: dict, path: str | Path) -> None:
+    """One line when the checkpoint's weights belong to another architecture than `model`."""
+    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
+    found = {name: tuple(value.shape) for name, value in state_dict.items()}
+    if expected == found:
+        return
+    missing, unexpected = sorted(expected.keys() - found), sorted(found.keys() - expected)
+    resized = [name for name in expected.keys() & found if expected[name] != found[name]]
+    what = (
+        f"{resized[0]} is {found[resized[0]]} in it and {expected[resized[0]]} in the model"
+        if resized
+        else f"{len(missing)} weights missing, {len(unexpected)} unexpected"
+        f" (e.g. {(missing or unexpected)[0]})"
+    )
+    raise UserError(
+        f"{path} holds another architecture than the configured model: {what}; "
+        "use the model config it was trained with"
+    )
+
+
 def build_trained(
     path: str, allowed: list[str], data: DictConfig | None = None
 ) -> tuple[pl.LightningModule, pl.LightningDataModule]:
@@ -148,14 +170,7 @@ def build_trained(
     model = instantiate_model(model_config)
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
-    validated(DATA, data_config, prefix="data.")  # with the changes eval or export was given
-    # Prepared as the model was trained: its statistics, vocabularies and classes.
-    contract = checkpoint["config"].get("contract")
-    if not isinstance(contract, dict):
-        raise UserError(f"{path} records no data contract: pass a checkpoint that train.py wrote")
-    # Checked here, where the line can name the checkpoint, not inside the datamodule.
-    advice = "; pass a checkpoint that train.py wrote"
-    Contract.from_dict(contract, f"{path}: config.contract", advice)
+    contract = checkpoint["config"]["contract"]
     datamodule = instantiate(data_config, contract=contract, _convert_="all")
     return model.eval(), datamodule
 

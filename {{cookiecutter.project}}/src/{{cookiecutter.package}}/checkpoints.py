@@ -1,7 +1,10 @@
-"""Checkpoints: safe loading and rebuilding (nothing in a checkpoint can run code), atomic
-writing, and finding the one to resume from."""
+"""Checkpoints: safe loading and rebuilding (nothing in a checkpoint can run code), and finding
+the one to resume from. Writing them is saving.py's.
 
-import copy
+No Lightning here, and torch only once a file has passed the checks that need none: the commands
+refuse a bad checkpoint before they import Lightning (input_checks.py).
+"""
+
 import logging
 import mmap
 import pickle
@@ -11,15 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
-import pytorch_lightning as pl
-import torch
 from hydra.utils import get_object
 from isal.isal_zlib import crc32
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.plugins.io import TorchCheckpointIO
 
 from .console import UserError
-from .files import staged
+from .contract import Contract
+from .options import DATA, validated
 from .upstream import refused_a_global
 
 # Where a refused target can be allowed; never by a checkpoint.
@@ -27,15 +28,6 @@ ALLOWLIST_FILE = "configs/allowed_targets.yaml"
 DOTTED_NAME = re.compile(r"[A-Za-z]\w*(\.[A-Za-z]\w*)+")
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive, which torch.save writes
 CRC_CHUNK = 64 << 20  # bytes summed per call: large, and bounded for members of any size
-
-
-class AtomicCheckpointIO(TorchCheckpointIO):
-    """Writes each checkpoint to a temporary file and renames it into place, so a run killed while
-    saving keeps its previous checkpoint whole. Lightning's own writer truncates the file first."""
-
-    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        with staged(path) as partial:
-            super().save_checkpoint(checkpoint, partial, storage_options)
 
 
 def load_checkpoint(path: str | Path) -> dict:
@@ -59,6 +51,8 @@ def load_checkpoint(path: str | Path) -> dict:
                 f"{path} is corrupt: {damaged} no longer matches the checksum it was saved with; "
                 "use another checkpoint of the run (e.g. last.ckpt) or train again"
             )
+        import torch  # only now: the checks above need no torch, and refuse in a second
+
         # mmap: checking a large checkpoint before training resumes reads only what it needs.
         checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except pickle.UnpicklingError as error:
@@ -85,6 +79,8 @@ def load_checkpoint(path: str | Path) -> dict:
 def check_types(checkpoint: dict, path: Path) -> None:
     """One line when a part that eval, export and resuming read is not of the type train.py
     writes: the weights a mapping of names to tensors, the recorded configs mappings."""
+    import torch  # imported by load_checkpoint already
+
     weights = checkpoint["state_dict"]
     if not isinstance(weights, dict) or not all(
         isinstance(name, str) and isinstance(value, torch.Tensor)
@@ -204,26 +200,6 @@ def recorded(checkpoint: dict, part: str, path: str | Path) -> dict:
     return config
 
 
-def check_fits(model: torch.nn.Module, state_dict: dict, path: str | Path) -> None:
-    """One line when the checkpoint's weights belong to another architecture than `model`."""
-    expected = {name: tuple(value.shape) for name, value in model.state_dict().items()}
-    found = {name: tuple(value.shape) for name, value in state_dict.items()}
-    if expected == found:
-        return
-    missing, unexpected = sorted(expected.keys() - found), sorted(found.keys() - expected)
-    resized = [name for name in expected.keys() & found if expected[name] != found[name]]
-    what = (
-        f"{resized[0]} is {found[resized[0]]} in it and {expected[resized[0]]} in the model"
-        if resized
-        else f"{len(missing)} weights missing, {len(unexpected)} unexpected"
-        f" (e.g. {(missing or unexpected)[0]})"
-    )
-    raise UserError(
-        f"{path} holds another architecture than the configured model: {what}; "
-        "use the model config it was trained with"
-    )
-
-
 def trained_configs(
     path: str | Path, allowed: list[str], data: DictConfig | None = None
 ) -> tuple[dict, dict, dict]:
@@ -236,29 +212,15 @@ def trained_configs(
     check_targets(changes, allowed, "the data config")
     if "_target_" not in changes:
         changes = recorded(checkpoint, "data", path) | changes
+    validated(DATA, changes, prefix="data.")  # with the changes eval or export was given
+    # Prepared as the model was trained: its statistics, vocabularies and classes. Checked here,
+    # where the line can name the checkpoint, not inside the datamodule.
+    contract = checkpoint["config"].get("contract")
+    if not isinstance(contract, dict):
+        raise UserError(f"{path} records no data contract: pass a checkpoint that train.py wrote")
+    advice = "; pass a checkpoint that train.py wrote"
+    Contract.from_dict(contract, f"{path}: config.contract", advice)
     return checkpoint, model, changes
-
-
-class ConfigInCheckpoint(pl.Callback):
-    """Records in every checkpoint what eval and export rebuild from: the model's and the data's
-    config, each with its `_target_`, and the data contract (how inputs were prepared)."""
-
-    def __init__(self, model: DictConfig, data: DictConfig):
-        self.model, self.data = model, data
-        self.resolved: dict | None = None
-
-    def on_save_checkpoint(self, trainer, pl_module, checkpoint: dict) -> None:
-        # Resolved at the first save only: the configs do not change during a run, and resolving
-        # them took longer than the rest of a save of the example's checkpoint.
-        if self.resolved is None:
-            self.resolved = {
-                "model": OmegaConf.to_container(self.model, resolve=True),
-                "data": OmegaConf.to_container(self.data, resolve=True),
-            }
-        contract = getattr(trainer.datamodule, "contract", None)
-        checkpoint["config"] = copy.deepcopy(self.resolved) | {
-            "contract": contract.to_dict() if contract else None
-        }
 
 
 def resume_path(cfg: DictConfig) -> str | None:

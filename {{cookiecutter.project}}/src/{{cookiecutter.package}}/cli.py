@@ -25,6 +25,8 @@ TASKS = {
     "predict": "predict",
     "serve": "serve",
 }
+# The function of input_checks.py that checks each Lightning task's input first.
+CHECKS = {"train": "train_input", "eval": "eval_input", "export": "export_input"}
 
 
 def config_dir() -> str:
@@ -47,6 +49,8 @@ def run_task(name: str, cfg, run_dir: str):
     """Runs the task on its config: what the user can fix, and Ctrl-C, end it in one line."""
     silence_noise()
     try:
+        if name in CHECKS:  # refused before the task's module imports Lightning (seconds)
+            getattr(importlib.import_module(f"{__package__}.input_checks"), CHECKS[name])(cfg)
         task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), TASKS[name])
         return task(cfg)
     except UserError as error:

@@ -121,6 +121,14 @@ class Latency(Options):
     repeats: Annotated[int, whole(1)]
 
 
+class EvalOptions(Options):
+    ckpt_path: Annotated[
+        str,
+        Field(min_length=1),
+        Refusal("eval needs a checkpoint: pass ckpt_path=<path to a .ckpt file>"),
+    ]
+
+
 class ExportOptions(Options):
     ckpt_path: Annotated[
         str,
@@ -228,6 +236,12 @@ class ServeOptions(Options):
                 f"share {cores} cores; lower workers or threads"
             )
         return self
+
+
+def check_seed(seed: Any) -> None:
+    """None draws a seed."""
+    if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):
+        raise UserError(f"seed={seed} must be a whole number from 0 to {2**32 - 1}, e.g. seed=42")
 
 
 def validated(kind: Any, section: Any, prefix: str = "", **facts: Any) -> Any:

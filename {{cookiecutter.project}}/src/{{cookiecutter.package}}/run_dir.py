@@ -1,10 +1,12 @@
 """A run directory keeps one run's records: a run is refused, before anything is written, a
-directory that holds another task's or another config's run, or cannot be written. Hydra's runs
+directory that holds another task's or another config's run, or cannot be written; a rerun reads
+what the earlier run finished. Hydra's runs
 check through the callback `launch.KeepRunRecords`, predict's plain runs (plain_run.py) directly.
 
 No torch and no Hydra at import: predict, which runs without either, is guarded as every task is.
 """
 
+import json
 import os
 import tempfile
 from collections.abc import Iterator
@@ -122,3 +124,16 @@ def unwritable(run_dir: Path, **setting: str) -> str | None:
     except OSError as error:
         return cannot_write(run_dir, error, **setting)
     return None
+
+
+def earlier_metrics(output_dir: Path) -> dict:
+    """What a run in this directory wrote to metrics.json before; {} in a new run directory."""
+    path = output_dir / "metrics.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def finished(metrics: dict, test: bool) -> bool:
+    """Whether an earlier run left nothing to do: fitted, and tested if asked. A run without
+    checkpoints cannot be tested again: its weights are gone."""
+    tested = any(name.startswith("test/") for name in metrics)
+    return bool(metrics) and (not test or tested or not metrics.get("best_model_path"))

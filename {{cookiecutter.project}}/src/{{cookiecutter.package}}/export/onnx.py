@@ -15,10 +15,6 @@ from .verify import Runner
 FILE = "model.onnx"
 
 
-def newest_opset() -> int:
-    return onnx.defs.onnx_opset_version()
-
-
 def save(
     net: torch.nn.Module, example: torch.Tensor, path: Path, dynamic_shapes: tuple, opset: int
 ) -> None:

@@ -5,16 +5,15 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..builders import build_trained, build_trainer
-from ..console import UserError
 from ..launch import stops_by_signal
+from ..options import EvalOptions, validated
 from ..records import log_metrics, plain_metrics, write_json
 
 
 def evaluate(cfg: DictConfig) -> dict:
-    if not cfg.get("ckpt_path"):
-        raise UserError("eval needs a checkpoint: pass ckpt_path=<path to a .ckpt file>")
+    options = validated(EvalOptions, cfg)
     # The checkpoint knows its model and data; `data=...` or `+data.<key>=...` evaluates elsewhere.
-    model, datamodule = build_trained(cfg.ckpt_path, cfg.allowed_targets, cfg.get("data"))
+    model, datamodule = build_trained(options.ckpt_path, cfg.allowed_targets, cfg.get("data"))
     trainer = build_trainer(cfg)
     with stops_by_signal(
         trainer, "evaluation", "nothing was written; rerun the command to evaluate"

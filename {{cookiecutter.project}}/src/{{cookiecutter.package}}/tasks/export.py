@@ -18,10 +18,10 @@ from ..console import UserError, show
 from ..contract import manifest_schema
 from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
 from ..export.verify import Runner, measure, split_metric, torch_runner
-from ..files import STAGING, move_files, save_json, save_text, sha256, staged_folder
+from ..files import move_files, save_json, save_text, sha256, staged_folder
+from ..input_checks import export_options
 from ..models import Transformer
-from ..options import FORMATS, FROM_ONNX, ExportOptions, usable_cores, validated
-from ..run_dir import name_too_long, unwritable
+from ..options import FORMATS, FROM_ONNX, ExportOptions, usable_cores
 
 # Each format is the module of its name in export/.
 MODULES = {name: importlib.import_module(f"..export.{name}", __package__) for name in FORMATS}
@@ -56,21 +56,6 @@ def savers(
         "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration),
         "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
     }
-
-
-def checked_options(cfg: DictConfig) -> ExportOptions:
-    """The export's options, checked before anything slow runs."""
-    options = validated(ExportOptions, cfg, newest_opset=onnx.newest_opset())
-    problem = name_too_long(Path(options.output_dir), "output_dir", STAGING)
-    if problem:
-        raise UserError(problem)
-    if Path(options.output_dir).is_file():
-        raise UserError(f"output_dir={options.output_dir} is a file; pass a folder for the export")
-    # Beside output_dir: the staging folder, and the export once it passed.
-    problem = unwritable(Path(options.output_dir).absolute().parent, setting="output_dir=...")
-    if problem:
-        raise UserError(problem)
-    return options
 
 
 def load_net_and_samples(
@@ -125,7 +110,7 @@ def export(cfg: DictConfig) -> dict:
     Everything is written to `<output_dir>.staging` first and moved into `output_dir` only once
     every format passed its checks: an earlier export there stays whole until then.
     """
-    options = checked_options(cfg)
+    options = export_options(cfg)
     net, samples, datamodule = load_net_and_samples(options, cfg.allowed_targets, cfg.get("data"))
     eager = torch_runner(net)
     inputs = samples.numpy()

@@ -1,6 +1,5 @@
 """Training: fit, test the best checkpoint, write metrics.json."""
 
-import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,11 +11,12 @@ from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 from torch.utils.data import DataLoader
 
-from ..builders import build_datamodule, build_model, build_trainer, seed_everything
-from ..checkpoints import check_fits, load_checkpoint, resume_path
+from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
+from ..checkpoints import load_checkpoint, resume_path
 from ..console import UserError, show
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
 from ..records import log_metrics, plain_metrics, record_run, write_json
+from ..run_dir import earlier_metrics, finished
 from ..upstream import restored_past_max_epochs
 
 say = rank_zero_only(show)
@@ -96,19 +96,6 @@ def best_checkpoint(trainer: pl.Trainer) -> dict:
     if callback.monitor and callback.best_model_score is not None:
         best[f"{callback.monitor}_best"] = callback.best_model_score.item()
     return best
-
-
-def earlier_metrics(output_dir: Path) -> dict:
-    """What a run in this directory wrote to metrics.json before; {} in a new run directory."""
-    path = output_dir / "metrics.json"
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
-def finished(metrics: dict, test: bool) -> bool:
-    """Whether an earlier run left nothing to do: fitted, and tested if asked. A run without
-    checkpoints cannot be tested again: its weights are gone."""
-    tested = any(name.startswith("test/") for name in metrics)
-    return bool(metrics) and (not test or tested or not metrics.get("best_model_path"))
 
 
 @contextmanager
