@@ -142,6 +142,13 @@ def logged_values(run_dir: Path, metric: str) -> list[float]:
         return [float(row[metric]) for row in csv.DictReader(file) if row.get(metric)]
 
 
+def steady_epoch(times: dict, key: str = "epoch_starts") -> float:
+    """Mean per epoch between the first epoch's end and the last epoch's start: seconds, or with
+    key="page_faults" the minor page faults."""
+    marks = times[key]
+    return (marks[-1] - marks[1]) / (len(marks) - 2)
+
+
 def median(values) -> float:
     return statistics.median(values)
 

@@ -31,9 +31,9 @@ from common import (
     run,
     run_baseline,
     setup,
+    steady_epoch,
     train_with_probe,
 )
-from train_overhead import steady_epoch
 
 VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
 TOKENIZE = """

@@ -23,7 +23,16 @@ import json
 import tempfile
 from pathlib import Path
 
-from common import PROJECT, add_arguments, median, report, run_baseline, setup, train_with_probe
+from common import (
+    PROJECT,
+    add_arguments,
+    median,
+    report,
+    run_baseline,
+    setup,
+    steady_epoch,
+    train_with_probe,
+)
 
 
 def default_callbacks(project: Path) -> list[str]:
@@ -65,13 +74,6 @@ def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) 
         run_baseline(project, how, str(epochs), str(times), str(scratch / "run"))
         return json.loads(times.read_text())
     return train_with_probe(project, how, epochs, scratch / "run", "EpochTimer", times)
-
-
-def steady_epoch(times: dict, key: str = "epoch_starts") -> float:
-    """Mean per epoch between the first epoch's end and the last epoch's start: seconds, or with
-    key="page_faults" the minor page faults."""
-    marks = times[key]
-    return (marks[-1] - marks[1]) / (len(marks) - 2)
 
 
 def main():
