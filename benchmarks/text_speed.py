@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 
 from common import (
+    PACKAGE,
     PROJECT,
     add_arguments,
     median,
@@ -57,7 +58,7 @@ Path(sys.argv[2]).write_text(json.dumps({{"texts_per_s": len(texts) / seconds,
 
 def tokenization(project: Path, quotes: Path, scratch: Path) -> dict:
     result = scratch / "tokenize.json"
-    code = TOKENIZE.format(package="digit_classifier")
+    code = TOKENIZE.format(package=PACKAGE)
     run(python("-c", code, str(quotes), str(result)), project, project_env(project))
     return json.loads(result.read_text())
 
