@@ -158,6 +158,7 @@ async def read_body(receive: Receive, declared: str, limit: int, timeout: float)
             body += message.get("body", b"")
             more = message.get("more_body", False)
             if len(body) > limit:
+                await drain(receive, more, limit)
                 raise refuse(413, f"the body is over max_request_bytes={limit}")
     except asyncio.CancelledError:
         if not late:  # not the timer's: the server stops
@@ -168,6 +169,17 @@ async def read_body(receive: Receive, declared: str, limit: int, timeout: float)
     if not body:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return bytes(body)
+
+
+async def drain(receive: Receive, more: bool, most: int) -> None:
+    """Reads and drops what is left of a body over the limit, up to `most` bytes more: a client
+    still sending it then reads the 413, where a connection closed under it breaks its pipe
+    before it reads anything. Beyond `most`, the connection is closed all the same."""
+    dropped = 0
+    while more and dropped <= most:
+        message = await receive()
+        dropped += len(message.get("body", b""))
+        more = message.get("more_body", False)
 
 
 def parsed_json(body: bytes):
