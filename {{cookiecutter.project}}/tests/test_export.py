@@ -208,6 +208,14 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
             "onnx_int8 is made from model.onnx: add onnx to formats, e.g. "
             "formats=[onnx,onnx_int8]",
         ),
+        (
+            "formats=[triton]",
+            "triton is made from model.onnx: add onnx to formats, e.g. formats=[onnx,triton]",
+        ),
+        (
+            "triton.max_batch_size=0",
+            "triton.max_batch_size=0 must be a whole number of at least 1",
+        ),
         ("max_metric_drop=-1", "max_metric_drop=-1 must be a number of points, 0 or more"),
         ("calibration_samples=0", "calibration_samples=0 must be a whole number of at least 1"),
         ("formats=onnx", "formats=onnx must be a list of formats, e.g. formats=[onnx]"),

@@ -99,14 +99,25 @@ def uninterrupted() -> Iterator[None]:
 
 
 def move_files(source: Path, destination: Path, names: list[str], stale: list[str] = ()) -> None:
-    """Moves `names` from `source` into `destination` (the last one last) and deletes `stale`
-    there, uninterrupted: a Ctrl-C leaves the old set of files or the new one, not a mix."""
+    """Moves `names`, files or folders, from `source` into `destination` (the last one last) and
+    deletes `stale` there, uninterrupted: a Ctrl-C leaves the old set of files or the new one,
+    not a mix."""
     destination.mkdir(parents=True, exist_ok=True)
     with uninterrupted():
         for name in stale:
-            (destination / name).unlink(missing_ok=True)
+            remove(destination / name)
         for name in names:
+            if (source / name).is_dir():  # os.replace replaces no folder that holds files
+                remove(destination / name)
             os.replace(source / name, destination / name)
+
+
+def remove(path: Path) -> None:
+    """Deletes the file or folder at `path`, if there is one."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def sha256(path: str | Path) -> str:

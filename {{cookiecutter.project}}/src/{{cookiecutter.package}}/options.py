@@ -27,11 +27,11 @@ from typing_extensions import TypedDict  # pydantic reads TypedDict from here be
 
 from .console import UserError
 
-Format = Literal["onnx", "torchscript", "torch_export", "onnx_int8", "onnx_optimized"]
+Format = Literal["onnx", "torchscript", "torch_export", "onnx_int8", "onnx_optimized", "triton"]
 FORMATS: tuple[str, ...] = get_args(Format)
 CHOOSE_FORMAT = "choose from " + ", ".join(FORMATS)
 # Made from model.onnx: written after it.
-FROM_ONNX = ("onnx_int8", "onnx_optimized")
+FROM_ONNX = ("onnx_int8", "onnx_optimized", "triton")
 # torch's dynamo exporter writes opset 18 and converts the graph to a newer one if asked; an
 # older one fails to convert, with a traceback but no error.
 OLDEST_OPSET = 18
@@ -121,6 +121,11 @@ class Latency(Options):
     repeats: Annotated[int, whole(1)]
 
 
+class Triton(Options):
+    max_batch_size: Annotated[int, whole(1)]
+    max_queue_delay_microseconds: Annotated[int, whole(0)]
+
+
 class EvalOptions(Options):
     ckpt_path: Annotated[
         str,
@@ -167,6 +172,7 @@ class ExportOptions(Options):
         number(noun="a number of points", example="0.5, half a percentage point of accuracy"),
     ]
     calibration_samples: Annotated[int, whole(1)]
+    triton: Triton
     output_dir: str
 
     @field_validator("opset")

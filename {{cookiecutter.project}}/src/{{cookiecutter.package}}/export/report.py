@@ -29,12 +29,12 @@ def worst_diff(result: dict) -> float:
     return max(check["max_abs_diff"] for check in result["parity"].values())
 
 
-def describe(path: Path, result: dict) -> Artifact:
-    """A format's entry in manifest.json: its file, checksum and size, the ONNX variant it is
-    with the opset domains and runtimes it needs, and how it measured: the test metric, its
-    largest difference to eager, its latency."""
+def describe(path: Path, root: Path, result: dict) -> Artifact:
+    """A format's entry in manifest.json: its file (its path in the export at `root`), checksum
+    and size, the ONNX variant it is with the opset domains and runtimes it needs, and how it
+    measured: the test metric, its largest difference to eager, its latency."""
     return Artifact(
-        file=path.name,
+        file=path.relative_to(root).as_posix(),
         sha256=sha256(path),
         digest="",  # recorded once the manifest holds everything it covers: Manifest.sealed
         bytes=result["bytes"],
@@ -54,14 +54,15 @@ def manifest(
     opset: int,
     checkpoint: Path,
     extra: dict[str, str],
+    root: Path,
 ) -> Manifest:
     """What a runtime needs to feed the artifacts and read their outputs: the data contract of
     training (the input, its preprocessing, the task and its target: class names, or the target's
-    name, units and standardization), the opset, each file with its checksum and figures, and
-    the `extra` files of the input kind with theirs."""
+    name, units and standardization), the opset, each file in the export at `root` with its
+    checksum and figures, and the `extra` files of the input kind with theirs."""
     sample = contract.input
     return Manifest(
-        formats={name: describe(path, results[name]) for name, path in files.items()},
+        formats={name: describe(path, root, results[name]) for name, path in files.items()},
         task=contract.target.task,
         input=ManifestInput(
             name=INPUT_NAME, kind=sample.kind, shape=["batch", *sample.shape], dtype=sample.dtype
@@ -164,10 +165,12 @@ def latency_warning(results: dict[str, dict], repeats: int, load: float, cores: 
     )
 
 
-def table(results: dict[str, dict], files: dict[str, Path], speedups: bool = True) -> str:
+def table(
+    results: dict[str, dict], files: dict[str, Path], root: Path, speedups: bool = True
+) -> str:
     """Size, test metric, parity (the largest difference, and the task's own checks, such as
-    argmax agreement) and latency per format; each latency with its speed-up over eager, where
-    `speedups`."""
+    argmax agreement) and latency per format, with each file's path in the export at `root`;
+    each latency with its speed-up over eager, where `speedups`."""
     eager = results["eager"]["latency_ms"]
     metric = next(iter(results["eager"]["metric"]))
     checks = [
@@ -190,7 +193,9 @@ def table(results: dict[str, dict], files: dict[str, Path], speedups: bool = Tru
         ]
         worst = [min(size[check] for size in result["parity"].values()) for check in checks]
         file, size = (
-            (files[name].name, f"{result['bytes'] / 1024:.1f}") if name in files else ("-", "-")
+            (files[name].relative_to(root).as_posix(), f"{result['bytes'] / 1024:.1f}")
+            if name in files
+            else ("-", "-")
         )
         rows.append(
             [

@@ -16,7 +16,15 @@ from .. import kinds, targets
 from ..builders import build_trained
 from ..console import UserError, show
 from ..contract import manifest_schema
-from ..export import onnx, onnx_int8, onnx_optimized, report, torch_export, torchscript
+from ..export import (
+    onnx,
+    onnx_int8,
+    onnx_optimized,
+    report,
+    torch_export,
+    torchscript,
+    triton,
+)
 from ..export.verify import Runner, measure, split_metric, torch_runner
 from ..files import move_files, save_json, save_text, sha256, staged_folder
 from ..input_checks import export_options
@@ -55,6 +63,7 @@ def savers(
         "torch_export": partial(torch_export.save, net, example, dynamic_shapes=dynamic_shapes),
         "onnx_int8": partial(onnx_int8.save, fp32, calibration=calibration),
         "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
+        "triton": partial(triton.save, fp32, **options.triton.model_dump()),
     }
 
 
@@ -148,15 +157,16 @@ def export(cfg: DictConfig) -> dict:
             "results": results,
         }
         save_json(staging / "report.json", summary)
-        show(report.table(results, files, speedups=not noisy))
+        show(report.table(results, files, staging, speedups=not noisy))
         if noisy:
             show(noisy)
         if summary["fastest_onnx_variant"]:
             by_size = summary["fastest_onnx_variant"].items()
             show(f"fastest ONNX variant: {', '.join(f'{v} at batch {n}' for n, v in by_size)}")
-        written = [path.name for path in files.values()]
-        # Model files of an earlier export that this one does not describe.
-        stale = [f.FILE for f in MODULES.values() if f.FILE not in written]
+        # What each format adds to the export folder: its file, or the folder holding it
+        # (triton/), and those of an earlier export that this one does not describe.
+        written = sorted({path.relative_to(staging).parts[0] for path in files.values()})
+        stale = sorted({Path(f.FILE).parts[0] for f in MODULES.values()} - set(written))
         if failed:
             if (destination / "manifest.json").exists():
                 raise UserError(
@@ -175,7 +185,7 @@ def export(cfg: DictConfig) -> dict:
             save_text(staging / name, text)
         checksums = {name: sha256(staging / name) for name in extra}
         manifest = report.manifest(
-            files, results, contract, options.opset, Path(options.ckpt_path), checksums
+            files, results, contract, options.opset, Path(options.ckpt_path), checksums, staging
         )
         save_json(staging / "manifest.json", manifest.to_dict())
         save_json(staging / report.SCHEMA, manifest_schema(manifest))
