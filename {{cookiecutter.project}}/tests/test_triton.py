@@ -8,12 +8,14 @@ from pathlib import Path
 import onnx
 import onnxruntime
 import pytest
-from conftest import FAST_LATENCY, compose_config
+from conftest import FAST_LATENCY, compose_config, run_predict, trained_data, write_inputs
 from google.protobuf import text_format
 from onnx.helper import tensor_dtype_to_np_dtype
 from tritonclient.grpc import model_config_pb2
 from tritonclient.utils import np_to_triton_dtype
 
+from {{ cookiecutter.package }}.contract import Manifest
+from {{ cookiecutter.package }}.inference import read_inputs, task_of
 from {{ cookiecutter.package }}.tasks.export import export
 
 
@@ -107,3 +109,23 @@ def test_a_new_export_replaces_the_repository_or_removes_it(triton_export, train
     assert sorted(path.name for path in model.iterdir()) == ["1", "config.pbtxt"]
     assert export_formats(trained_run, folder, "onnx")["passed"]
     assert not (folder / "triton").exists()
+
+
+def test_a_client_that_prepares_inputs_as_the_readme_says_gets_predict_s_answers(
+    triton_export, trained_run, tmp_path
+):
+    """Triton runs only the model: the client reads and prepares the inputs with the manifest,
+    as README.md shows, and decodes the outputs. onnxruntime runs the repository's model here,
+    in Triton's place, on a batch as the dynamic batcher would join it."""
+    datamodule = trained_data(trained_run)[1]
+    path, _ = write_inputs(datamodule, tmp_path)
+    manifest = Manifest.read(triton_export / "manifest.json")
+    inputs, _ = read_inputs(path, manifest)
+    (model,) = (triton_export / "triton").iterdir()
+    session = onnxruntime.InferenceSession(model / "1" / "model.onnx")
+    (logits,) = session.run(["logits"], {"input": inputs})
+    answers = task_of(manifest).decode(logits, manifest.target)
+    expected = run_predict(triton_export, path, tmp_path / "predicted")
+    assert answers == [
+        {k: v for k, v in p.items() if k not in ("file", "index")} for p in expected
+    ]

@@ -56,7 +56,9 @@ def config(graph: onnx.GraphProto, max_batch_size: int, delay: int) -> str:
         'backend: "onnxruntime"\n'
         f"max_batch_size: {max_batch_size}\n"
         + "".join(f"{key} [\n{entries}\n]\n" for key, entries in tensors.items())
-        + f"dynamic_batching {{\n  max_queue_delay_microseconds: {delay}\n}}\n"
+        + "dynamic_batching {\n"
+        + f"  max_queue_delay_microseconds: {delay}\n"
+        + "}\n"
     )
 
 
