@@ -15,10 +15,15 @@ VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
 
 def open_session(path: str | Path, threads: int = 0) -> ort.InferenceSession:
     """A session with every graph optimization; `threads` per operator, 0 for one per core."""
+    providers = ort.get_available_providers()
+    if "CUDAExecutionProvider" in providers and hasattr(ort, "preload_dlls"):  # 1.21 and later
+        # onnxruntime-gpu loads CUDA and cuDNN from their pip packages (its cuda and cudnn extras,
+        # as the container's CUDA build installs them) only when asked: torch would have.
+        ort.preload_dlls()
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = threads
-    return ort.InferenceSession(str(path), options, providers=ort.get_available_providers())
+    return ort.InferenceSession(str(path), options, providers=providers)
 
 
 def run(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
