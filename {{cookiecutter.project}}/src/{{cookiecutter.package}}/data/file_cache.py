@@ -15,6 +15,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import from_json, to_json
+
 from ..files import save_text
 from .base import note
 
@@ -36,7 +38,7 @@ class FileCache:
         if self.path is None or not self.path.is_file():
             return {}
         try:
-            stored = json.loads(self.path.read_text())
+            stored = from_json(self.path.read_bytes())
         except (OSError, ValueError):
             return {}
         if not isinstance(stored, dict) or stored.get("version") != VERSION:
@@ -48,8 +50,8 @@ class FileCache:
         """`compute(file)` for each of `files` (JSON values), from the cache where a file is
         unchanged; the others in threads (Pillow decodes without holding the GIL)."""
         stored = self.load()
-        stamps = [stamp(file) for file in files]
         names = [str(file) for file in files]
+        stamps = [stamp(name) for name in names]
         results: list = [None] * len(files)
         todo = []
         for index, (name, now) in enumerate(zip(names, stamps, strict=True)):
@@ -70,13 +72,18 @@ class FileCache:
     def save(self, entries: dict[str, list]) -> None:
         """Writes the cache; a folder that cannot be written costs the next run its reuse only."""
         try:
-            save_text(self.path, json.dumps({"version": VERSION, "files": entries}))
+            save_text(self.path, to_json({"version": VERSION, "files": entries}).decode())
         except OSError as error:
             note(f"cannot keep what setup learned of the files in {self.path.parent} "
                  f"({error.strerror}): the next run decodes every file again; set "
                  "data.cache_dir to a folder that can be written")  # fmt: skip
 
 
-def stamp(file: Path) -> list[int]:
-    info = os.stat(file)
+def stamp(name: str) -> list[int]:
+    """Size and modification time; a file gone since the scan matches no cache entry, and
+    reading it reports it."""
+    try:
+        info = os.stat(name)
+    except OSError:
+        return [-1, -1]
     return [info.st_size, info.st_mtime_ns]
