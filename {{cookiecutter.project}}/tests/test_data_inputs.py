@@ -2,6 +2,7 @@
 accept, and one clear line for each mistake."""
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,37 @@ def test_unreadable_images_stop_the_run_or_are_skipped_and_counted(tmp_path, cap
     )
     files = {f for split in datamodule.splits.values() for f in split.files}
     assert len(files) == 16 and broken not in files and half not in files
+
+
+def test_a_later_run_decodes_only_the_files_added_or_changed_since(tmp_path):
+    root = image_folder(tmp_path / "images")
+    cache = f"data.cache_dir={tmp_path / 'cache'}"
+    first, _ = build_images(tmp_path, root, cache, "data.augment=null")
+    # Same size and modification time, but no longer an image: a run that decoded it would stop.
+    changed = root / "cat" / "0.png"
+    stat = changed.stat()
+    changed.write_bytes(b"\0" * stat.st_size)
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    later, _ = build_images(tmp_path, root, cache, "data.augment=null")
+    assert later.contract == first.contract
+    assert later.splits["train"].files == first.splits["train"].files
+    # A new modification time is a changed file, decoded again; so is every file without a cache.
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    fails_with(f"{changed} is not a readable image", build_images, tmp_path, root, cache)
+    os.utime(changed, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    fails_with(
+        f"{changed} is not a readable image", build_images, tmp_path, root, "data.cache_dir=null"
+    )
+
+
+def test_a_cache_folder_that_cannot_be_written_costs_only_the_reuse(tmp_path, capsys):
+    root = image_folder(tmp_path / "images")
+    (blocked := tmp_path / "a file").write_text("")
+    first, _ = build_images(tmp_path, root, f"data.cache_dir={blocked}")
+    assert f"note: cannot keep what setup learned of the files in {blocked}" in (
+        capsys.readouterr().out
+    )
+    assert first.contract == build_images(tmp_path, root, "data.cache_dir=null")[0].contract
 
 
 @pytest.mark.parametrize(

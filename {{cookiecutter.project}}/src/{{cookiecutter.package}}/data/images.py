@@ -2,7 +2,6 @@
 
 import math
 import random
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ from ..kinds.image import (
 )
 from ..targets import classification, regression
 from .base import SPLITS, ContractDataModule, note
+from .file_cache import FileCache
 
 # data.image_size left null: the images' usual shorter side, up to this. Larger images cost
 # more to decode and train on than small networks gain from them.
@@ -135,6 +135,7 @@ class ImagesDataModule(ContractDataModule):
         image_size: int | None = None,
         augment: dict | None = None,
         skip_unreadable: bool = False,
+        cache_dir: str | None = None,
         task: str = "classification",
         units: str | None = None,
         **common,
@@ -187,8 +188,8 @@ class ImagesDataModule(ContractDataModule):
             return self.trained.input.shape[0], self.trained.input.shape[-1]
         channels, size = self.hparams.channels, self.hparams.image_size
         if channels is None or size is None:
-            with ThreadPoolExecutor() as pool:
-                headers = [h for h in pool.map(header, files) if h is not None]
+            cache = FileCache(self.hparams.cache_dir, "headers", root=self.hparams.root)
+            headers = [h for h in cache.results(files, header) if h is not None]
             if channels is None:
                 channels = 1 if all(mode in GREYSCALE_MODES for mode, _ in headers) else 3
                 note(f"data.channels={channels}: {'every' if channels == 1 else 'not every'} "
@@ -251,19 +252,21 @@ class ImagesDataModule(ContractDataModule):
 
         def moments(path: Path):
             try:
-                return pixel_moments(image_values(open_image(path, channels), size, [0, 1]))
+                values = image_values(open_image(path, channels), size, [0, 1])
+                return pixel_moments(values).tolist()
             except UserError as error:
-                return error
+                return {"error": str(error)}
 
-        # Pillow decodes and resizes without holding the GIL: threads share the work.
-        with ThreadPoolExecutor() as pool:
-            results = list(pool.map(moments, files))
-        errors = [result for result in results if isinstance(result, UserError)]
+        cache = FileCache(
+            self.hparams.cache_dir, "moments", root=self.hparams.root, channels=channels, size=size
+        )
+        results = cache.results(files, moments)
+        errors = [result["error"] for result in results if isinstance(result, dict)]
         if errors and not self.hparams.skip_unreadable:
             raise UserError(f"{errors[0]}, or set data.skip_unreadable=true")
         if errors:
             note(f"skipped {len(errors)} unreadable image files; the first: {errors[0]}")
-        return [None if isinstance(result, UserError) else result for result in results]
+        return [None if isinstance(result, dict) else np.array(result) for result in results]
 
 
 def header(path: Path) -> tuple[str, tuple[int, int]] | None:

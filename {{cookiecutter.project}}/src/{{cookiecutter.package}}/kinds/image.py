@@ -1,6 +1,7 @@
 """Images: files of any size and format, greyscale or colour, resized to a square and
 normalized per channel with statistics of the training images. Pillow and numpy only."""
 
+import os
 import warnings
 from io import BytesIO
 from pathlib import Path
@@ -145,14 +146,23 @@ def encode(source: str | Path | bytes, preprocessing: Preprocessing) -> np.ndarr
 
 
 def image_files(folder: Path) -> list[Path]:
-    """The image files below `folder`; hidden files and folders and other files left out."""
-    return sorted(
-        path
-        for path in folder.rglob("*")
-        if path.suffix.lower() in SUFFIXES
-        and not any(part.startswith(".") for part in path.relative_to(folder).parts)
-        and path.is_file()
-    )
+    """The image files below `folder`, in the order of their paths' parts; hidden files and
+    folders and other files left out. os.scandir tells files from folders without a stat call
+    per file, which a folder of 100,000 images would otherwise pay for on every run."""
+    found: list[str] = []
+
+    def scan(path: str) -> None:
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir():
+                    scan(entry.path)
+                elif entry.is_file() and os.path.splitext(entry.name)[1].lower() in SUFFIXES:
+                    found.append(entry.path)
+
+    scan(str(folder))
+    return [Path(path) for path in sorted(found, key=lambda path: path.split(os.sep))]
 
 
 def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
