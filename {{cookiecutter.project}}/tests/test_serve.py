@@ -17,9 +17,11 @@ import pytest
 from conftest import compose_config, error_lines, run_cli
 from servers import Server, call
 from sklearn.datasets import load_digits
+from starlette.exceptions import HTTPException
 
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.inference import from_arrays, load_export, predictions
+from {{ cookiecutter.package }}.serving import encoded
 from {{ cookiecutter.package }}.tasks.serve import serve
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -144,6 +146,21 @@ def test_requests_that_arrive_together_run_as_batches_and_a_bad_one_fails_alone(
         assert same_answers(answer["predictions"], wanted), (answer, wanted)
     ran = [int(size) for size in re.findall(r"batch of (\d+) requests", server.output())]
     assert ran == batches, server.output()[-3000:]
+
+
+def test_answers_are_compact_json_and_one_that_is_not_finite_gets_422():
+    """pydantic_core's encoder writes the answers; one in which it would write NaN or Infinity
+    goes to Python's, which writes a class so named and refuses a value that is not finite."""
+    ranked = {"class": "7", "probability": 0.25}
+    answers = [ranked | {"top": [ranked]}, {"class": "é", "probability": 1e-05}]
+    for named in ([], [{"class": "NaN", "probability": 1.0}]):
+        written = encoded(answers + named)
+        assert json.loads(written) == {"predictions": answers + named} and b" " not in written
+    for value in (float("nan"), float("inf"), -float("inf")):
+        with pytest.raises(HTTPException) as refused:
+            encoded([{"class": "7", "probability": value}])
+        assert refused.value.status_code == 422
+        assert refused.value.detail == "the model's output is not finite for these inputs"
 
 
 @pytest.mark.slow  # real servers, one of several processes

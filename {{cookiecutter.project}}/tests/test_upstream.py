@@ -252,6 +252,7 @@ def test_hydra_help_lists_the_same_config_groups_with_one_repository_copy():
 
 
 def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_headers():
+    # A connection answered for longer than the deadline keeps it: it counts from each answer.
     async def app(scope, receive, send):  # answers every request "ok"
         if scope["type"] == "http":
             headers = [(b"content-length", b"2")]
@@ -280,17 +281,30 @@ def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_heade
             writer.close()
             return got
 
+        async def busy() -> bytes:
+            """Four requests 0.25 s apart, over twice the deadline, then one never completed."""
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(4):
+                writer.write(request)
+                await reader.readuntil(b"ok")
+                await asyncio.sleep(0.25)
+            writer.write(b"G")
+            got = await asyncio.wait_for(reader.read(), 30)
+            writer.close()
+            return got
+
         request = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
         try:
             return await asyncio.gather(
                 sent(b"GET / HTTP/1.1\r\nHost: 12"),  # never completed
                 sent(b"GET / HTTP/1.1\r\n" + b"X-A: b\r\n" * 200),  # 1,600 bytes of headers
                 sent(request + b"G"),  # answered, then the next request never completed
+                busy(),
             )
         finally:
             server.should_exit = True
             await serving
 
-    partial, oversized, after_an_answer = asyncio.run(run())
-    assert partial == oversized == b""
+    partial, oversized, after_an_answer, after_a_busy_while = asyncio.run(run())
+    assert partial == oversized == after_a_busy_while == b""
     assert after_an_answer.startswith(b"HTTP/1.1 200 ") and after_an_answer.endswith(b"ok")

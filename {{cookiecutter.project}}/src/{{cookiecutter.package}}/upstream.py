@@ -201,6 +201,7 @@ def read_deadline_class() -> type:
         def __init__(self, read_timeout: float, max_header_bytes: int, **protocol) -> None:
             super().__init__(**protocol)
             self.read_timeout, self.max_header_bytes = read_timeout, max_header_bytes
+            self.timing = False
 
         def connection_made(self, transport) -> None:
             super().connection_made(transport)
@@ -211,11 +212,13 @@ def read_deadline_class() -> type:
             self.wait_for_headers()
 
         def wait_for_headers(self) -> None:
-            # The timer holds a count, not the request answered: a busy server would keep every
-            # request of the last read_timeout seconds alive.
             self.answered, self.header_bytes = self.cycle, 0
-            self.waits = getattr(self, "waits", 0) + 1
-            self.loop.call_later(self.read_timeout, self.close_if_waiting, self.waits)
+            self.deadline = self.loop.time() + self.read_timeout
+            # One timer per connection, not one per request: a busy connection moves its
+            # deadline on, and the timer, when it fires, waits for the deadline it finds.
+            if not self.timing:
+                self.timing = True
+                self.loop.call_at(self.deadline, self.close_if_late)
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -224,9 +227,14 @@ def read_deadline_class() -> type:
                 if self.header_bytes > self.max_header_bytes:
                     self.transport.close()
 
-        def close_if_waiting(self, wait: int) -> None:
-            waiting = wait == self.waits and self.cycle is self.answered
-            if waiting and not self.transport.is_closing():
+        def close_if_late(self) -> None:
+            self.timing = False
+            if self.cycle is not self.answered or self.transport.is_closing():
+                return  # its headers have come: the end of its answer sets the next deadline
+            if self.loop.time() < self.deadline:
+                self.timing = True
+                self.loop.call_at(self.deadline, self.close_if_late)
+            else:
                 self.transport.close()
 
     return ReadDeadline

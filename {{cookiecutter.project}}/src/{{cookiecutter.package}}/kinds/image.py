@@ -3,6 +3,7 @@ normalized per channel with statistics of the training images. Pillow and numpy 
 
 import os
 import warnings
+from functools import cache
 from io import BytesIO
 from pathlib import Path
 
@@ -130,9 +131,18 @@ def image_values(image: Image.Image, size: int, value_range, box=None) -> np.nda
 
 def normalize(raw: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
     """(x - mean) / std per channel, for one image (C, H, W) or a batch (N, C, H, W)."""
-    mean = np.asarray(preprocessing.mean, dtype=np.float32).reshape(-1, 1, 1)
-    std = np.asarray(preprocessing.std, dtype=np.float32).reshape(-1, 1, 1)
+    mean, std = channel_statistics(tuple(preprocessing.mean), tuple(preprocessing.std))
     return (raw - mean) / std
+
+
+@cache
+def channel_statistics(mean: tuple, std: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and std as float32 arrays that broadcast over images, made once: made for each
+    request, they cost a server a third of the request's conversion."""
+    arrays = [np.asarray(values, dtype=np.float32).reshape(-1, 1, 1) for values in (mean, std)]
+    for array in arrays:
+        array.flags.writeable = False  # shared by every call
+    return arrays[0], arrays[1]
 
 
 def encode(source: str | Path | bytes, preprocessing: Preprocessing) -> np.ndarray:
