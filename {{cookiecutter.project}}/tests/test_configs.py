@@ -134,8 +134,9 @@ def test_the_model_config_picks_the_network_for_the_datas_kind(
 
 @pytest.mark.parametrize(
     ("data", "tokens"),
-    # Images: a 2x2 grid of patches; the breast cancer table: one token per feature. And CLS.
-    [("digits", 5), ("images", 5), ("table", 31)],
+    # Images: a 2x2 grid of patches; the breast cancer table: one token per feature; texts: one
+    # per token, up to max_length (128). And CLS.
+    [("digits", 5), ("images", 5), ("table", 31), ("text", 129)],
 )
 def test_the_transformer_is_built_for_the_data(data, tokens, example_data, tmp_path):
     overrides = [f"data={data}", *example_overrides(data, example_data), "model/net=transformer"]

@@ -31,6 +31,7 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.export.report import latency_warning
 from {{ cookiecutter.package }}.export.verify import latency
 from {{ cookiecutter.package }}.files import staged
+from {{ cookiecutter.package }}.kinds import model_shape
 from {{ cookiecutter.package }}.options import ExportOptions, validated
 from {{ cookiecutter.package }}.tasks.export import export, load_net_and_samples
 from {{ cookiecutter.package }}.tasks.predict import predict
@@ -50,7 +51,7 @@ def test_manifest_describes_the_input_and_checksums_every_file(exported_run, tmp
         assert entry["sha256"] == digest
     # The data contract of training, as a datamodule of the default data declares it afresh.
     contract = contract_of(default_datamodule(tmp_path))
-    shape = contract["input"]["shape"]
+    shape = model_shape(contract["input"]["kind"], contract["input"]["shape"])
     assert manifest["input"] == {"name": "input", **contract["input"], "shape": ["batch", *shape]}
     assert manifest["input"]["dtype"] == "float32"
     assert manifest["preprocessing"] == contract["preprocessing"]

@@ -24,6 +24,7 @@ from conftest import (
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.data.images import ImageFiles
+from {{ cookiecutter.package }}.kinds import model_shape
 from {{ cookiecutter.package }}.kinds.text import read_table  # tables of texts too
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.export import export
@@ -115,7 +116,8 @@ def test_train_resume_eval_export_and_predict_agree(pipeline_case, request, tmp_
     assert manifest["preprocessing"] == contract["preprocessing"]
     assert manifest["target"] == contract["target"]
     assert manifest["task"] == contract["target"]["task"]
-    assert manifest["input"]["shape"] == ["batch", *contract["input"]["shape"]]
+    shape = model_shape(contract["input"]["kind"], contract["input"]["shape"])
+    assert manifest["input"]["shape"] == ["batch", *shape]
 
     # predict, on the raw test split and without torch's preprocessing, scores as eval does.
     source, targets = raw_test_split(datamodule, tmp_path / "test-split")

@@ -186,7 +186,10 @@ class Manifest(Model):
 
     @property
     def contract(self) -> Contract:
-        shape = [size for size in self.input.shape[1:] if isinstance(size, int)]
+        # A dynamic axis (a text's tokens) is named in the manifest: its size in training is
+        # the preprocessing's.
+        kind = importlib.import_module(f"{__package__}.kinds").get(self.input.kind)
+        shape = kind.input_shape(self.preprocessing)
         sample = Input(kind=self.input.kind, shape=shape, dtype=self.input.dtype)
         return Contract(input=sample, preprocessing=self.preprocessing, target=self.target)
 

@@ -8,8 +8,10 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnxruntime.transformers.fusion_options import FusionOptions
+from onnx import helper, numpy_helper
+from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
 from onnxruntime.transformers.optimizer import optimize_model
 
 from ..onnx_session import open_session, run
@@ -21,8 +23,8 @@ PATTERNS = {
     "Attention": (
         ("Attention", "MultiHeadAttention"),
         "Softmax and MatMul remain: the optimizer matches separate query, key and value Linear "
-        "layers, scores divided by sqrt(head size), no mask, and residuals written branch + x "
-        "(models/transformer.py)",
+        "layers, scores divided by sqrt(head size), no mask or BERT's padding mask added to "
+        "them, and residuals written branch + x (models/transformer.py)",
     ),
     "LayerNormalization": (
         ("LayerNormalization", "SkipLayerNormalization"),
@@ -133,11 +135,39 @@ def quiet() -> Iterator[None]:
         root.setLevel(level)
 
 
+def unsqueeze_one_axis_at_a_time(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` with each Unsqueeze of several axes written as one Unsqueeze per axis, which is
+    the same. torch's exporter merges the two Unsqueeze of BERT's padding mask into one, and
+    onnxruntime's attention fusion matches the mask only as two."""
+    constants = {tensor.name: tensor for tensor in model.graph.initializer}
+    nodes: list[onnx.NodeProto] = []
+    for node in model.graph.node:
+        axes = node.input[1] if node.op_type == "Unsqueeze" and len(node.input) > 1 else ""
+        values = numpy_helper.to_array(constants[axes]).tolist() if axes in constants else []
+        if len(values) < 2 or min(values) < 0 or values != sorted(values):
+            nodes.append(node)
+            continue
+        source = node.input[0]
+        for index, axis in enumerate(values):
+            name = f"{node.name or node.output[0]}_axis{axis}"
+            one = numpy_helper.from_array(np.array([axis], dtype=np.int64), f"{name}_axes")
+            model.graph.initializer.append(one)
+            output = node.output[0] if index == len(values) - 1 else f"{name}_output"
+            nodes.append(helper.make_node("Unsqueeze", [source, one.name], [output], name))
+            source = output
+    del model.graph.node[:]
+    model.graph.node.extend(nodes)
+    return model
+
+
 def fuse_transformer(source: Path, path: Path, heads: int, dim: int) -> dict:
     """Writes `source` with its attention, LayerNorm and GELU subgraphs fused into onnxruntime's
     contrib operators; returns how many operators implement each pattern, and why any did not
     fuse."""
     options = FusionOptions("vit")
+    # A text's padding mask, where it has one, goes to Attention as the mask itself (1 for a
+    # token, 0 for padding), not as a count of tokens that assumes the padding comes last.
+    options.attention_mask_format = AttentionMaskFormat.AttentionMask
     # Residual Add + LayerNormalization stay two operators: onnxruntime's CPU kernel for the
     # fused SkipLayerNormalization is several times slower than both at batch 64, and gives back
     # most of what the fused attention saves.
@@ -146,7 +176,7 @@ def fuse_transformer(source: Path, path: Path, heads: int, dim: int) -> dict:
         # opt_level=0: the Python fusions only, no CPU-specific operators (the serving session
         # optimizes further when it loads the file), and no torch import.
         model = optimize_model(
-            str(source),
+            unsqueeze_one_axis_at_a_time(onnx.load(source)),
             model_type="vit",
             num_heads=heads,
             hidden_size=dim,

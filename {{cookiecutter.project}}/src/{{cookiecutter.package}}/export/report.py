@@ -6,6 +6,7 @@ import onnx
 import onnxruntime
 import torch
 
+from .. import kinds
 from ..console import format_table
 from ..contract import Artifact, Contract, Manifest, ManifestInput
 from ..files import sha256
@@ -25,8 +26,13 @@ MIN_REPEATS = 10
 MAX_SPREAD = 0.5
 
 
+def checks(result: dict) -> list[dict]:
+    """A format's parity checks: at each batch size, and on inputs cut shorter."""
+    return [*result["parity"].values(), *result["parity_shorter"].values()]
+
+
 def worst_diff(result: dict) -> float:
-    return max(check["max_abs_diff"] for check in result["parity"].values())
+    return max(check["max_abs_diff"] for check in checks(result))
 
 
 def describe(path: Path, root: Path, result: dict) -> Artifact:
@@ -65,7 +71,10 @@ def manifest(
         formats={name: describe(path, root, results[name]) for name, path in files.items()},
         task=contract.target.task,
         input=ManifestInput(
-            name=INPUT_NAME, kind=sample.kind, shape=["batch", *sample.shape], dtype=sample.dtype
+            name=INPUT_NAME,
+            kind=sample.kind,
+            shape=["batch", *kinds.model_shape(sample.kind, sample.shape)],
+            dtype=sample.dtype,
         ),
         preprocessing=contract.preprocessing,
         output={"name": OUTPUT_NAME},
@@ -116,10 +125,12 @@ def failures(results: dict[str, dict], atol: float, max_metric_drop: float) -> l
                     f"model.onnx ({fp32:.4f} -> {value:.4f}; max_metric_drop={max_metric_drop})"
                 )
             continue
+        where = {f"at batch size {size}": check for size, check in result["parity"].items()}
+        where |= {f"cut to {cut}": check for cut, check in result["parity_shorter"].items()}
         lines += [
-            f"{name} differs from the eager model by {check['max_abs_diff']:.3g} "
-            f"at batch size {size} (atol={atol})"
-            for size, check in result["parity"].items()
+            f"{name} differs from the eager model by {check['max_abs_diff']:.3g} {place} "
+            f"(atol={atol})"
+            for place, check in where.items()
             if not check["max_abs_diff"] <= atol  # a NaN fails too
         ]
     return lines
@@ -173,7 +184,7 @@ def table(
     each latency with its speed-up over eager, where `speedups`."""
     eager = results["eager"]["latency_ms"]
     metric = next(iter(results["eager"]["metric"]))
-    checks = [
+    names = [
         key for key in next(iter(results["eager"]["parity"].values())) if key != "max_abs_diff"
     ]
     headers = [
@@ -182,7 +193,7 @@ def table(
         "KiB",
         metric,
         "max |diff|",
-        *(check.replace("_", " ") for check in checks),
+        *(check.replace("_", " ") for check in names),
         *(f"ms @ batch {n}" for n in eager),
     ]
     rows = []
@@ -191,7 +202,7 @@ def table(
             f"{ms:.3f} ({eager[n] / ms:.1f}x)" if speedups else f"{ms:.3f}"
             for n, ms in result["latency_ms"].items()
         ]
-        worst = [min(size[check] for size in result["parity"].values()) for check in checks]
+        worst = [min(each[check] for each in checks(result)) for check in names]
         file, size = (
             (files[name].relative_to(root).as_posix(), f"{result['bytes'] / 1024:.1f}")
             if name in files

@@ -8,7 +8,9 @@ A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
   the training split by its `fit(...)` (its datamodules call it; what it is fitted on differs
   per kind) and applied by its `encode(...)`, in training and in prediction alike;
 - `input_shape(preprocessing) -> list[int]`: one encoded sample's shape, and `DTYPE`, its
-  numpy dtype (float32 values, or int64 token ids);
+  numpy dtype (float32 values, or int64 token ids); optionally `DYNAMIC_AXES`, the axes of a
+  sample whose size the exported models leave open, up to that of `input_shape`, by name (a
+  text's `{0: "tokens"}`);
 - `read_inputs(path, preprocessing) -> (inputs, sources)`: predict's inputs from a file or
   folder, with where each sample came from (`{"file": ..., "index": ...}`);
 - `from_arrays(array, preprocessing, source) -> inputs`: raw values as the dataset stores them
@@ -57,6 +59,16 @@ Number = number()
 
 def get(kind: str) -> ModuleType:
     return plugins.find(sys.modules[__name__], kind, "input kind")
+
+
+def dynamic_axes(kind: str) -> dict[int, str]:
+    return getattr(get(kind), "DYNAMIC_AXES", {})
+
+
+def model_shape(kind: str, shape: list[int]) -> list[int | str]:
+    """A sample's shape as the exported models take it: each dynamic axis by its name."""
+    axes = dynamic_axes(kind)
+    return [axes.get(axis, size) for axis, size in enumerate(shape)]
 
 
 def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:

@@ -25,6 +25,9 @@ CHARS_PER_TOKEN = 32
 UPLOAD = None  # no file uploads
 REQUEST = 'texts: send JSON {"inputs": ["a text", ...]} or {"rows": [{"<column>": "a text"}]}'
 Normalization = Literal["NFC", "NFD", "NFKC", "NFKD"]
+# The exported models take texts of any number of tokens up to max_length; predict and serve
+# pad to max_length, as training did.
+DYNAMIC_AXES = {0: "tokens"}
 
 
 class Preprocessing(BasePreprocessing):
@@ -241,9 +244,10 @@ def form(preprocessing: Preprocessing) -> dict:
 
 
 def check(preprocessing: Preprocessing, shape: list, where: str) -> None:
-    if input_shape(preprocessing) != shape:
+    if shape != list(DYNAMIC_AXES.values()):
         raise UserError(
-            f"{where} cuts texts to {preprocessing.max_length} tokens, the model takes {shape}"
+            f"{where} feeds texts of up to {preprocessing.max_length} tokens, the model takes "
+            f"{shape}"
         )
     try:
         tokenizer = tokenizer_of(preprocessing.tokenizer)

@@ -1,6 +1,7 @@
-"""A small transformer for images (a vision transformer over patches) and for table rows (an
-FT-Transformer over feature tokens), written so that onnxruntime's transformer optimizer fuses
-its exported graph into Attention and Gelu kernels."""
+"""A small transformer for images (a vision transformer over patches), table rows (an
+FT-Transformer over feature tokens) and texts (an encoder over token ids, as BERT), written so
+that onnxruntime's transformer optimizer fuses its exported graph into Attention and Gelu
+kernels."""
 
 import math
 
@@ -13,9 +14,9 @@ from .nets import check_settings
 
 class SelfAttention(nn.Module):
     """Multi-head self-attention written out: separate query, key and value layers, heads split
-    by reshape and transpose, no mask. This is the subgraph onnxruntime's fusion matches;
-    `F.scaled_dot_product_attention` and `nn.MultiheadAttention` export and run as well, but
-    their attention does not fuse."""
+    by reshape and transpose, and for texts an additive mask on the scores. This is the subgraph
+    onnxruntime's fusion matches; `F.scaled_dot_product_attention` and `nn.MultiheadAttention`
+    export and run as well, but their attention does not fuse."""
 
     def __init__(self, dim: int, heads: int, dropout: float):
         super().__init__()
@@ -26,10 +27,13 @@ class SelfAttention(nn.Module):
     def split(self, x: torch.Tensor) -> torch.Tensor:  # -> (batch, heads, tokens, head_dim)
         return x.reshape(x.shape[0], x.shape[1], self.heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
-        # Divided, not multiplied by 1 / sqrt: without a mask the fusion matches Softmax <- Div.
+        # Divided, not multiplied by 1 / sqrt: the fusion matches Softmax <- Div, or with a mask
+        # Softmax <- Add <- Div, the scores first.
         scores = torch.matmul(q, k.transpose(-2, -1)) / math.sqrt(self.head_dim)
+        if mask is not None:
+            scores = scores + mask
         context = torch.matmul(self.dropout(scores.softmax(dim=-1)), v)
         return self.out(context.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1))
 
@@ -48,11 +52,11 @@ class Block(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         # Branch first, residual second, as in Hugging Face's BERT and ViT: the attention fusion
         # looks for the branch in the first input of the Add; `x + branch` leaves the first
         # block's attention unfused.
-        x = self.dropout(self.attention(self.norm1(x))) + x
+        x = self.dropout(self.attention(self.norm1(x), mask)) + x
         return self.dropout(self.mlp(self.norm2(x))) + x
 
 
@@ -87,11 +91,38 @@ class FeatureTokens(nn.Module):
         return x.unsqueeze(-1) * self.weight + self.bias
 
 
+class TextTokens(nn.Module):
+    """A text's token ids as embeddings, each with a learned position: any number of tokens up
+    to `max_length`, so that exports take texts padded to any length."""
+
+    def __init__(self, vocab_size: int, max_length: int, dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim, padding_idx=0)
+        self.position = nn.Embedding(max_length, dim)
+        nn.init.normal_(self.position.weight, std=0.02)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        # Positions looked up rather than a slice of a table: shape inference then knows that
+        # both terms have as many tokens, which onnxruntime's quantizer needs.
+        positions = torch.arange(ids.shape[1], device=ids.device)
+        return self.embed(ids) + self.position(positions)
+
+
+def padding_mask(ids: torch.Tensor) -> torch.Tensor:
+    """What attention adds to its scores for the CLS token and `ids`: 0 for a token, -10000 for
+    padding (id 0), whose weight after the softmax is then exactly 0, so a text gets the same
+    answer however far it is padded. Written as BERT's, (1 - mask) * -10000 on the mask
+    unsqueezed twice: the pattern onnxruntime's attention fusion takes for a padding mask."""
+    keep = torch.cat([torch.ones_like(ids[:, :1], dtype=torch.bool), ids != 0], dim=1)
+    return (1.0 - keep.unsqueeze(1).unsqueeze(2).float()) * -10000.0
+
+
 class Transformer(nn.Module):
     """Tokens, a CLS token, `depth` encoder blocks and a linear head on the CLS token's output.
 
-    With `image_size` (image data) the tokens are a `grid` x `grid` of patches; without it
-    (table rows) there is one token per feature.
+    With `image_size` (image data) the tokens are a `grid` x `grid` of patches; with
+    `vocab_size` (texts) a text's token ids, up to `max_length`, whose padding attention skips;
+    without either (table rows) there is one token per feature.
     """
 
     def __init__(
@@ -99,6 +130,8 @@ class Transformer(nn.Module):
         in_channels: int | None = None,
         image_size: int | None = None,
         in_features: int = 64,
+        vocab_size: int | None = None,
+        max_length: int | None = None,
         num_classes: int = 10,
         grid: int = 2,
         dim: int = 64,
@@ -118,15 +151,22 @@ class Transformer(nn.Module):
                     "patches; pass a divisor of it"
                 )
             self.tokens = PatchTokens(in_channels, image_size, image_size // grid, dim)
+        elif vocab_size:
+            check_settings(vocab_size=vocab_size, max_length=max_length)
+            self.tokens = TextTokens(vocab_size, max_length, dim)
         else:
             self.tokens = FeatureTokens(in_features, dim)
         self.cls = nn.Parameter(torch.zeros(1, 1, dim))
-        self.blocks = nn.Sequential(*(Block(dim, heads, mlp_ratio, dropout) for _ in range(depth)))
+        self.blocks = nn.ModuleList(Block(dim, heads, mlp_ratio, dropout) for _ in range(depth))
         self.norm = nn.LayerNorm(dim)
         self.head = nn.Linear(dim, num_classes)
         # What onnxruntime's transformer optimizer is told about the graph it fuses.
         self.heads, self.dim = heads, dim
+        self.masked = isinstance(self.tokens, TextTokens)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         tokens = torch.cat([self.cls.expand(x.shape[0], -1, -1), self.tokens(x)], dim=1)
-        return self.head(self.norm(self.blocks(tokens))[:, 0])
+        mask = padding_mask(x) if self.masked else None
+        for block in self.blocks:
+            tokens = block(tokens, mask)
+        return self.head(self.norm(tokens)[:, 0])

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from .. import kinds, targets
 from ..builders import build_trained
 from ..console import UserError, show
-from ..contract import manifest_schema
+from ..contract import Input, manifest_schema
 from ..export import (
     onnx,
     onnx_int8,
@@ -25,7 +25,7 @@ from ..export import (
     torchscript,
     triton,
 )
-from ..export.verify import Runner, measure, split_metric, torch_runner
+from ..export.verify import Runner, measure, parity, split_metric, torch_runner
 from ..files import move_files, save_json, save_text, sha256, staged_folder
 from ..input_checks import export_options
 from ..models import Transformer
@@ -44,8 +44,7 @@ def savers(
 ) -> dict:
     """Each format's `save(path)`, with the options it takes. Those made from model.onnx read it
     in `staging`, and return how they made their file, for the report."""
-    # Any batch size; every other dimension as in training.
-    dynamic_shapes = ({0: torch.export.Dim("batch", min=1)},)
+    dynamic_shapes = (model_dims(datamodule.contract.input),)
     fp32 = staging / onnx.FILE
     # onnxruntime's transformer optimizer fuses a transformer's graph, given its heads and width.
     attention = (net.heads, net.dim) if isinstance(net, Transformer) else None
@@ -65,6 +64,27 @@ def savers(
         "onnx_optimized": partial(onnx_optimized.save, fp32, attention=attention),
         "triton": partial(triton.save, fp32, **options.triton.model_dump()),
     }
+
+
+def model_dims(sample: Input) -> dict[int, torch.export.Dim]:
+    """The dimensions of a batch that an export leaves open: the batch size, and the input
+    kind's dynamic axes (a text's tokens) up to their size in training; every other as in
+    training."""
+    dims = {0: torch.export.Dim("batch", min=1)}
+    for axis, name in kinds.dynamic_axes(sample.kind).items():
+        dims[1 + axis] = torch.export.Dim(name, min=1, max=sample.shape[axis])
+    return dims
+
+
+def shorter(inputs: np.ndarray, kind: str) -> dict[str, np.ndarray]:
+    """`inputs` cut along each dynamic axis of the kind to half its size and to one, by what
+    was cut (`tokens=8`): an export must agree with the eager model there too."""
+    cuts = {}
+    for axis, name in kinds.dynamic_axes(kind).items():
+        size = inputs.shape[1 + axis]
+        for length in sorted({max(1, size // 2), 1}, reverse=True):
+            cuts[f"{name}={length}"] = inputs.take(range(length), axis=1 + axis)
+    return cuts
 
 
 def load_net_and_samples(
@@ -106,11 +126,15 @@ def measured(
     timing: dict,
     datamodule: pl.LightningDataModule,
 ) -> dict:
-    """Parity with the eager model and latency on `inputs`, and the metric on the test split."""
-    task = targets.get(datamodule.contract.target.task)
+    """Parity with the eager model and latency on `inputs`, parity on them cut shorter where
+    the input kind allows, and the metric on the test split."""
+    contract = datamodule.contract
+    task = targets.get(contract.target.task)
     held_out = ((x.numpy(), y.numpy()) for x, y in datamodule.test_dataloader())
     metric = split_metric(run, held_out, task)
-    return measure(run, eager, inputs, task, **timing) | {"metric": metric}
+    cuts = shorter(inputs, contract.input.kind)
+    cut = {name: parity(run, eager(x), x, task) for name, x in cuts.items()}
+    return measure(run, eager, inputs, task, **timing) | {"parity_shorter": cut, "metric": metric}
 
 
 def export(cfg: DictConfig) -> dict:
