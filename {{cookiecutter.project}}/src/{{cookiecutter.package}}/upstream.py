@@ -23,7 +23,12 @@ from typing import Any
 NOISE = {
     # FutureWarning of torch 2.13 from Lightning's pytree helper (CombinedLoader, every
     # Trainer call), which checks for a deprecated torch class.
-    "warning": [r"`isinstance\(treespec, LeafSpec\)` is deprecated"],
+    "warning": [
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        # transformers 5 (model/net=pretrained) on every export of a backbone: a property that
+        # torch.export and tracing read, renamed upstream.
+        r"`is_gradient_checkpointing` is deprecated",
+    ],
     "log": [
         # Advertisements for optional cloud services, logged by every Trainer.
         r"💡 Tip: For seamless cloud",
