@@ -116,13 +116,13 @@ def image_overrides(data: dict[str, Path], *more: str) -> list[str]:
     return ["data=images", f"data.root={data['images']}", "data.batch_size=8", BACKBONE, *more]
 
 
-def train_then_delete(folder: Path, save, overrides: list[str], formats: str) -> None:
-    """Trains from a backbone saved in `folder`/backbone, deletes that folder, then exports the
+def train_then_delete(folder: Path, source: Path, overrides: list[str], formats: str) -> None:
+    """Trains from a copy of the backbone saved in `source`, deletes the copy, then exports the
     best checkpoint: nothing after training may read the backbone's files."""
     from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train
 
-    backbone = save(folder / "backbone")
+    backbone = shutil.copytree(source, folder / "backbone")
     train(compose_config("train", folder / "run", [*overrides, f"model.net.name={backbone}"]))
     shutil.rmtree(backbone)
     best = folder / "run" / "checkpoints" / "best.ckpt"
@@ -139,7 +139,7 @@ def vit_run(data, tmp_path_factory) -> Path:
     return made_once(
         tmp_path_factory,
         "pretrained_vit",
-        lambda folder: train_then_delete(folder, save_vit, overrides, formats),
+        lambda folder: train_then_delete(folder, data["vit"], overrides, formats),
     )
 
 
@@ -157,7 +157,7 @@ def bert_run(data, tmp_path_factory) -> Path:
     return made_once(
         tmp_path_factory,
         "pretrained_bert",
-        lambda folder: train_then_delete(folder, save_bert, overrides, "[onnx,onnx_optimized]"),
+        lambda folder: train_then_delete(folder, data["bert"], overrides, "[onnx,onnx_optimized]"),
     )
 
 
@@ -340,7 +340,7 @@ def test_a_text_backbone_fine_tunes_with_its_own_tokenizer(bert_run, data, tmp_p
     assert written.to_str() == preprocessing.tokenizer
     texts = [sentence for sentence, _ in sentences(6, seed=7)] + ["Moon " * 40]
     ids = text.encode(texts, preprocessing)
-    # As transformers' own tokenizer of the backbone (saved again, alike) prepares them.
+    # As transformers' own tokenizer of the backbone prepares them.
     tokenizer = transformers.AutoTokenizer.from_pretrained(data["bert"])
     theirs = tokenizer(texts, padding="max_length", truncation=True, max_length=16)
     np.testing.assert_array_equal(ids, theirs["input_ids"])
@@ -372,7 +372,8 @@ def test_the_checkpoint_s_architecture_must_be_allowed(vit_run):
 
 def test_a_convolutional_backbone_fine_tunes_and_exports(data, tmp_path):
     overrides = image_overrides(data, "trainer.max_epochs=1", "test=false")
-    train_then_delete(tmp_path, save_convnext, overrides, "[onnx,onnx_optimized]")
+    backbone = save_convnext(tmp_path / "convnext")
+    train_then_delete(tmp_path, backbone, overrides, "[onnx,onnx_optimized]")
     report = json.loads((tmp_path / "export" / "report.json").read_text())
     assert report["passed"], report["failures"]
     assert report["results"]["onnx_optimized"]["optimization"]["optimizer"] == "level_all"
