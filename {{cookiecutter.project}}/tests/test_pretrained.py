@@ -243,6 +243,32 @@ def test_the_backbone_is_frozen_then_trains_at_a_fraction_of_the_learning_rate(d
     ]
 
 
+def test_training_resumes_without_the_backbone_s_folder(data, tmp_path):
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    backbone = shutil.copytree(data["vit"], tmp_path / "backbone")
+    overrides = image_overrides(
+        data,
+        f"model.net.name={backbone}",
+        "model.scheduler=null",  # a cosine to zero at the first run's last epoch would stay there
+        "+trainer.limit_train_batches=2",
+        "+trainer.limit_val_batches=1",
+        "test=false",
+    )
+    train(compose_config("train", tmp_path / "first", [*overrides, "trainer.max_epochs=1"]))
+    shutil.rmtree(backbone)
+    last = tmp_path / "first" / "checkpoints" / "last.ckpt"
+    resumed = [*overrides, "trainer.max_epochs=2", f"ckpt_path={last}"]
+    train(compose_config("train", tmp_path / "resumed", resumed))
+    before = torch.load(last, weights_only=True)
+    after = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
+    assert after["epoch"] == 1
+    assert after["config"]["model"]["net"] == before["config"]["model"]["net"]
+    assert after["config"]["contract"] == before["config"]["contract"]
+    name = "net.model.vit.embeddings.patch_embeddings.projection.weight"
+    assert not torch.equal(before["state_dict"][name], after["state_dict"][name])  # unfrozen
+
+
 def test_bf16_and_gradient_checkpointing_train(data, tmp_path):
     from {{ cookiecutter.package }}.tasks.train import train
 
