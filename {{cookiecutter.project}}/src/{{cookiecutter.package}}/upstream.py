@@ -34,6 +34,9 @@ NOISE = {
         r"💡 Tip: For seamless cloud",
         # The project's rich model summary replaces Lightning's default one on purpose.
         r"Trainer already configured with model summary callbacks",
+        # Testing after fitting asks the model for its callbacks again (a pretrained backbone's
+        # freezing), and Lightning says the new one replaces the one it already has.
+        r"The following callbacks returned in `LightningModule.configure_callbacks` will override",
     ],
 }
 # The loggers that Lightning's rank_zero_info and rank_zero_warn write to.
