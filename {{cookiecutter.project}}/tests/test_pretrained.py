@@ -3,6 +3,7 @@ are tiny ones built from transformers configs (a ViT, a BERT-like encoder with a
 trained on the test's texts, a ConvNeXt) and saved with save_pretrained, as a user's would be."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -420,6 +421,25 @@ def test_pickled_weights_are_refused(data, tmp_path):
     datamodule = build_datamodule(cfg)
     with pytest.raises(UserError, match="holds no safetensors weights") as refused:
         build_model(cfg, datamodule)
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "line"),
+    [
+        (["data=images"], "model/net=pretrained needs model.net.name=<hub id or folder>"),
+        (["data=images", "model.net.name=./nowhere"], "model.net.name=./nowhere is not a folder"),
+        (["data=digits", "model.net.name=VIT"], "cannot apply; use data=images or data=text"),
+        (["data=text", "model.net.name=VIT"], "for image inputs (vit), but the data holds text"),
+    ],
+)
+def test_a_backbone_that_cannot_serve_is_one_line(overrides, line, data, tmp_path):
+    roots = {"data=images": data["images"], "data=text": data["texts"]}
+    folder = [f"data.root={roots[overrides[0]]}"] if overrides[0] in roots else []
+    named = [o.replace("VIT", str(data["vit"])) for o in overrides]
+    cfg = compose_config("train", tmp_path, [BACKBONE, *named, *folder])
+    with pytest.raises(UserError, match=re.escape(line)) as refused:
+        build_datamodule(cfg)
     assert "\n" not in str(refused.value)
 
 

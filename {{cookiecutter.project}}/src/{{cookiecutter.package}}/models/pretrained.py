@@ -19,6 +19,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from hydra.utils import get_object
+from omegaconf import OmegaConf
 from torch import nn
 
 from ..console import UserError
@@ -207,11 +208,16 @@ class Pretrained(nn.Module):
     def data_preprocessing(net: Any, kind: str, data: Any) -> dict:
         """The preprocessing settings the backbone was trained with, for the datamodule to use
         instead of fitted ones."""
+        if OmegaConf.is_missing(net, "name") or not net.name:
+            raise UserError(
+                "model/net=pretrained needs model.net.name=<hub id or folder>, e.g. "
+                "google/vit-base-patch16-224-in21k or distilbert-base-uncased"
+            )
         config = backbone_config(net.name)
         if kind_of(config) != kind:
             raise UserError(
-                f"model.net.name={net.name} is a {kind_of(config)} backbone ({config.model_type})"
-                f", but the data holds {kind} inputs; choose a {kind} backbone"
+                f"model.net.name={net.name} is a backbone for {kind_of(config)} inputs "
+                f"({config.model_type}), but the data holds {kind} inputs; choose one for {kind}"
             )
         if kind == "image":
             return image_preprocessing(net.name, config)
