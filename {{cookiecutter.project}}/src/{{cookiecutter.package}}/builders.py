@@ -53,13 +53,15 @@ def seed_everything(seed: int | None) -> None:
     pl.seed_everything(seed, workers=True)
 
 
-def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
+def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.LightningDataModule:
     """The datamodule, set up, with the shapes that only the data knows (number of classes,
     of features) written into `cfg.data`. They go there, rather than to the model directly,
     because model configs read them as `${data.num_classes}`: a LightningModule of the user's
-    own gets them as any data setting, and the checkpoint records the resolved values."""
+    own gets them as any data setting, and the checkpoint records the resolved values.
+    `resumed`: the checkpoint that training resumes from."""
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
     datamodule = instantiate(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
+    adopt_network_preprocessing(cfg, datamodule, resumed)
     # Before the model exists, and in every process: the networks are built for these shapes.
     # A prepare_data that downloads must therefore leave files that are already there alone.
     datamodule.prepare_data()
@@ -71,12 +73,47 @@ def build_datamodule(cfg: DictConfig) -> pl.LightningDataModule:
     return datamodule
 
 
+def adopt_network_preprocessing(
+    cfg: DictConfig, datamodule: pl.LightningDataModule, resumed: dict | None
+) -> None:
+    """Gives the datamodule the preprocessing that a pretrained network brings (its image
+    processor's, its tokenizer), to use instead of fitting one: `data_preprocessing(net, kind,
+    data)` of the network's class, if it has one. Resuming, the checkpoint's record of both (the
+    backbone, the preprocessing) is used instead: nothing is fetched again."""
+    net = cfg.get("model", {}).get("net")
+    if not net or "_target_" not in net:
+        return
+    own = getattr(get_object(net._target_), "data_preprocessing", None)
+    if own is None:
+        return
+    if not getattr(datamodule, "adopts_preprocessing", False):
+        raise UserError(
+            f"{net._target_} brings its own preprocessing, which {cfg.data._target_} cannot "
+            "apply; use data=images or data=text"
+        )
+    recorded = (resumed or {}).get("config", {})
+    backbone = recorded.get("model", {}).get("net", {}).get("backbone")
+    if backbone:
+        with open_dict(cfg.model):
+            cfg.model.net.backbone = backbone
+        datamodule.given = recorded["contract"]["preprocessing"]
+        return
+    datamodule.given = own(net, datamodule.kind, cfg.data)
+
+
 def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
-    """The model; with `datamodule`, first checked to be made for the data's task."""
+    """The model; with `datamodule`, first checked to be made for the data's task. A network
+    that records what rebuilding it needs (a pretrained backbone's class and configuration) adds
+    it to `model.net`, which the checkpoint keeps."""
     choose_network(cfg)
     if datamodule is not None:
         check_task(get_object(cfg.model._target_), datamodule.contract.target)
-    return instantiate_model(cfg.model)
+    model = instantiate_model(cfg.model)
+    record = getattr(getattr(model, "net", None), "record", None)
+    if callable(record):
+        with open_dict(cfg.model):
+            cfg.model.net.update(record())
+    return model
 
 
 def choose_network(cfg: DictConfig) -> None:

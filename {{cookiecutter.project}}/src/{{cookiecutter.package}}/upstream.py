@@ -23,12 +23,20 @@ from typing import Any
 NOISE = {
     # FutureWarning of torch 2.13 from Lightning's pytree helper (CombinedLoader, every
     # Trainer call), which checks for a deprecated torch class.
-    "warning": [r"`isinstance\(treespec, LeafSpec\)` is deprecated"],
+    "warning": [
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        # transformers 5 (model/net=pretrained) on every export of a backbone: a property that
+        # torch.export and tracing read, renamed upstream.
+        r"`is_gradient_checkpointing` is deprecated",
+    ],
     "log": [
         # Advertisements for optional cloud services, logged by every Trainer.
         r"💡 Tip: For seamless cloud",
         # The project's rich model summary replaces Lightning's default one on purpose.
         r"Trainer already configured with model summary callbacks",
+        # Testing after fitting asks the model for its callbacks again (a pretrained backbone's
+        # freezing), and Lightning says the new one replaces the one it already has.
+        r"The following callbacks returned in `LightningModule.configure_callbacks` will override",
     ],
 }
 # The loggers that Lightning's rank_zero_info and rank_zero_warn write to.

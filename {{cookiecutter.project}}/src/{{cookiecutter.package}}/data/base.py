@@ -58,6 +58,10 @@ class ContractDataModule(pl.LightningDataModule):
     """
 
     kind: str
+    # Whether `fit` takes the settings of `given`, a pretrained network's own preprocessing
+    # (builders.py sets it), instead of fitting them: datamodules that resize or tokenize files.
+    adopts_preprocessing = False
+    given: dict | None = None
 
     def __init__(
         self,
@@ -102,8 +106,12 @@ class ContractDataModule(pl.LightningDataModule):
             self.check_shapes()
 
     def declare(self, preprocessing: Preprocessing, target: Target) -> Contract:
-        """The contract of samples prepared by `preprocessing`, of this datamodule's kind."""
+        """The contract of samples prepared by `preprocessing` (with the settings of `given` in
+        place of fitted ones), of this datamodule's kind."""
         kind = get_kind(self.kind)
+        if self.given:
+            settings = preprocessing.to_dict() | self.given
+            preprocessing = type(preprocessing).model_validate(settings)
         sample = Input(kind=self.kind, shape=kind.input_shape(preprocessing), dtype=kind.DTYPE)
         return Contract(input=sample, preprocessing=preprocessing, target=target)
 

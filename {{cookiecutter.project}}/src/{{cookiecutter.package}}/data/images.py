@@ -67,7 +67,7 @@ class ImageFiles(Dataset):
         box = None
         if self.augment.get("crop_scale"):
             box = random_box(*image.size, self.augment["crop_scale"], self.augment["crop_ratio"])
-        raw = image_values(image, p.image_size, p.value_range, box)
+        raw = image_values(image, p.image_size, p.value_range, box, p.resampling)
         if self.augment.get("flip") and random.random() < 0.5:
             raw = raw[..., ::-1]
         return torch.from_numpy(normalize(raw, p)), self.labels[index]
@@ -127,6 +127,7 @@ class ImagesDataModule(ContractDataModule):
     `image_size` left null are read off the images."""
 
     kind = "image"
+    adopts_preprocessing = True
 
     def __init__(
         self,
@@ -186,6 +187,8 @@ class ImagesDataModule(ContractDataModule):
         is; the median shorter side, at most LARGEST_INFERRED_SIZE) and stated."""
         if self.trained:
             return self.trained.input.shape[0], self.trained.input.shape[-1]
+        if self.given:  # a pretrained backbone's
+            return self.given["channels"], self.given["image_size"]
         channels, size = self.hparams.channels, self.hparams.image_size
         if channels is None or size is None:
             cache = FileCache(self.hparams.cache_dir, "headers", root=self.hparams.root)

@@ -25,6 +25,7 @@ class TextDataModule(ContractDataModule):
     standardized). The token ids are held in memory and batches sliced."""
 
     kind = "text"
+    adopts_preprocessing = True
 
     def __init__(
         self,

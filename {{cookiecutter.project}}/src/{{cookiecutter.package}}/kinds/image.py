@@ -6,6 +6,7 @@ import warnings
 from functools import cache
 from io import BytesIO
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -16,9 +17,10 @@ from . import arrays, number
 
 # The image files that the images datamodule reads and predict accepts.
 SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
-# One filter everywhere: training, evaluation and prediction must resize alike. Pillow's
-# bilinear filter widens with the scale factor, so downscaling averages instead of aliasing.
-RESAMPLING = Image.Resampling.BILINEAR
+# One filter everywhere: training, evaluation and prediction must resize alike, with the one the
+# contract names. Pillow's bilinear filter (the default) widens with the scale factor, so
+# downscaling averages instead of aliasing.
+Resampling = Literal["nearest", "box", "bilinear", "hamming", "bicubic", "lanczos"]
 ORIENTATION = 0x0112  # the EXIF tag
 DTYPE = "float32"  # what the model takes
 UPLOAD = "image/*"
@@ -33,14 +35,16 @@ REQUEST = 'images: send {"inputs": [raw values]}, or an image file as the form f
 
 
 class Preprocessing(BasePreprocessing):
-    """Converted to `channels` (1: greyscale, 3: RGB), resized to image_size x image_size, raw
-    values scaled to `value_range` (files hold 0..255), then (x - mean) / std per channel."""
+    """Converted to `channels` (1: greyscale, 3: RGB), resized to image_size x image_size with
+    Pillow's `resampling` filter, raw values scaled to `value_range` (files hold 0..255), then
+    (x - mean) / std per channel. A pretrained backbone's image processor sets them all."""
 
     channels: int
     image_size: int
     value_range: list[float]
     mean: list[float]
     std: list[float]
+    resampling: Resampling = "bilinear"
 
 
 def input_shape(preprocessing: Preprocessing) -> list[int]:
@@ -117,10 +121,12 @@ def eight_bits(image: Image.Image, name: str) -> Image.Image:
     return Image.fromarray(np.round(values).clip(0, 255).astype(np.uint8))
 
 
-def image_values(image: Image.Image, size: int, value_range, box=None) -> np.ndarray:
+def image_values(
+    image: Image.Image, size: int, value_range, box=None, resampling: Resampling = "bilinear"
+) -> np.ndarray:
     """Raw values (channels, size, size) as float32 in `value_range`: the image, or the part of
     it inside `box` (left, top, right, bottom), resized; files hold 0..255."""
-    resized = image.resize((size, size), RESAMPLING, box=box)
+    resized = image.resize((size, size), Image.Resampling[resampling.upper()], box=box)
     pixels = np.asarray(resized).reshape(size, size, -1).transpose(2, 0, 1)
     low, high = value_range
     raw = np.ascontiguousarray(pixels, dtype=np.float32)
@@ -148,8 +154,8 @@ def channel_statistics(mean: tuple, std: tuple) -> tuple[np.ndarray, np.ndarray]
 def encode(source: str | Path | bytes, preprocessing: Preprocessing) -> np.ndarray:
     """An image file (or its bytes) as the model's input, exactly as evaluation prepares it."""
     p = preprocessing
-    raw = image_values(open_image(source, p.channels), p.image_size, p.value_range)
-    return normalize(raw, p)
+    image = open_image(source, p.channels)
+    return normalize(image_values(image, p.image_size, p.value_range, None, p.resampling), p)
 
 
 # Prediction inputs

@@ -78,6 +78,11 @@ class NetModule(pl.LightningModule):
         if stage == "fit" and self.hparams.compile:
             self.net.compile()
 
+    def configure_callbacks(self) -> list[pl.Callback]:
+        # What the network's training needs, e.g. a pretrained backbone frozen for a few epochs.
+        callbacks = getattr(self.net, "callbacks", None)
+        return callbacks() if callable(callbacks) else []
+
     def training_step(self, batch, batch_idx):
         loss, _ = self.step(batch, "train")
         # Per step and local to each DDP rank: averaging it would cost a collective every step.
@@ -93,9 +98,13 @@ class NetModule(pl.LightningModule):
         self.step(batch, "test")
 
     def configure_optimizers(self):
-        optimizer = build_partial(
-            self.hparams.optimizer, "model.optimizer", params=self.parameters()
-        )
+        # A network may group its parameters, e.g. a pretrained backbone at a fraction
+        # (`lr_scale`) of the head's learning rate; the scheduler then scales every group alike.
+        groups = getattr(self.net, "param_groups", None)
+        params = groups() if callable(groups) else self.parameters()
+        optimizer = build_partial(self.hparams.optimizer, "model.optimizer", params=params)
+        for group in optimizer.param_groups:
+            group["lr"] *= group.pop("lr_scale", 1.0)
         if not self.hparams.scheduler:
             return optimizer
         scheduler = build_partial(self.hparams.scheduler, "model.scheduler", optimizer=optimizer)

@@ -47,7 +47,10 @@ def savers(
     dynamic_shapes = (model_dims(datamodule.contract.input),)
     fp32 = staging / onnx.FILE
     # onnxruntime's transformer optimizer fuses a transformer's graph, given its heads and width.
-    attention = (net.heads, net.dim) if isinstance(net, Transformer) else None
+    # A pretrained backbone says its own, or None (models/pretrained.py).
+    attention = getattr(net, "attention", None)
+    if isinstance(net, Transformer):
+        attention = (net.heads, net.dim)
 
     def calibration() -> np.ndarray:  # read only for a static quantization
         # Training samples as evaluation prepares them: unaugmented, the same at every export.

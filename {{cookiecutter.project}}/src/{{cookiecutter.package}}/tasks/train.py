@@ -41,7 +41,7 @@ def train(cfg: DictConfig) -> float | None:
     trainer = build_trainer(cfg)
     if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
         return run_job_in_subprocess(cfg.optimized_metric)
-    datamodule = build_datamodule(cfg)
+    datamodule = build_datamodule(cfg, load_checkpoint(ckpt_path) if ckpt_path else None)
     model = build_model(cfg, datamodule)
     log_every_epoch(trainer, datamodule)
     if ckpt_path:  # before Lightning's own loading: one line for weights of another model
