@@ -6,6 +6,7 @@ import json
 
 import pytest
 from conftest import compose_config
+from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, Ridge
 
 from {{ cookiecutter.package }}.builders import build_datamodule
@@ -56,3 +57,21 @@ def test_the_regression_example_does_nearly_as_well_as_ridge_regression(example_
     fit, test = datamodule.splits["train"], datamodule.splits["test"]
     ridge = Ridge().fit(fit.inputs.numpy(), fit.targets.numpy())
     assert r2 >= ridge.score(test.inputs.numpy(), test.targets.numpy()) - 0.05
+
+
+@pytest.mark.slow
+def test_the_text_example_does_as_well_as_tf_idf_with_logistic_regression(example_data, tmp_path):
+    overrides = ["data=text", f"data.path={example_data['quotes']}"]
+    overrides += ["data.text=quote", "data.target=topic"]
+    train(compose_config("train", tmp_path / "run", overrides))
+    # The baseline on the same texts of the same split: TF-IDF of their words and a logistic
+    # regression, each with scikit-learn's defaults, as for the tables above.
+    datamodule = build_datamodule(compose_config("train", tmp_path / "baseline", overrides))
+    texts = datamodule.read()["text"]
+    fit, test = (texts.iloc[datamodule.indices[split]] for split in ("train", "test"))
+    tf_idf = TfidfVectorizer()
+    baseline = LogisticRegression(max_iter=1000).fit(
+        tf_idf.fit_transform(fit), datamodule.splits["train"].targets.numpy()
+    )
+    bar = baseline.score(tf_idf.transform(test), datamodule.splits["test"].targets.numpy())
+    assert accuracy(tmp_path / "run") >= bar - 0.01

@@ -35,7 +35,7 @@ class TextDataModule(ContractDataModule):
         root: str | None = None,
         task: str | None = None,
         units: str | None = None,
-        vocab_size: int = 8000,
+        vocab_size: int = 20000,
         max_length: int = 128,
         lowercase: bool = True,
         normalization: str = "NFKC",
