@@ -150,3 +150,12 @@ def test_a_missing_column_and_bytes_that_are_not_utf8_are_one_line(tmp_path):
     (root / "sky" / "latin1.txt").write_bytes("caf\xe9".encode("latin-1"))
     with pytest.raises(UserError, match=r"latin1.txt is not UTF-8 text \(byte 3 is 0xe9\)"):
         datamodule(tmp_path, f"data.root={root}")
+    for suffix, rows in [
+        (".csv", b"body,label\ncaf\xe9,sky\n"),
+        (".jsonl", b'{"body": "caf\xe9"}\n'),
+    ]:
+        (path := tmp_path / f"latin1{suffix}").write_bytes(rows * 10)
+        with pytest.raises(
+            UserError, match=r"latin1\..* is not UTF-8 text \(it holds the byte 0xe9"
+        ):
+            datamodule(tmp_path, f"data.path={path}", "data.text=body", "data.target=label")

@@ -99,6 +99,11 @@ def input_shape(preprocessing: Preprocessing) -> list[int]:
     return [len(preprocessing.features)]
 
 
+def not_utf8(path: Path, error: UnicodeDecodeError) -> UserError:
+    byte = error.object[error.start]
+    return UserError(f"{path} is not UTF-8 text (it holds the byte {byte:#x}); save it as UTF-8")
+
+
 def read_table(path: str | Path) -> pd.DataFrame:
     """A CSV or Parquet file, chosen by its suffix."""
     path = Path(path)
@@ -112,6 +117,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         frame = reader(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
+    except UnicodeDecodeError as error:
+        raise not_utf8(path, error) from None
     except (ValueError, OSError, pd.errors.ParserError) as error:
         reason = str(error).strip().split("\n")[0]
         raise UserError(f"{path} is not a readable table: {reason}") from None

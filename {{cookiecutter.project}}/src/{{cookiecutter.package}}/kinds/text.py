@@ -159,13 +159,16 @@ def read_table(path: Path) -> "pd.DataFrame":
     """A CSV, Parquet or JSON Lines file of rows."""
     import pandas as pd
 
+    from .table import not_utf8
     from .table import read_table as read_rows
 
     if path.suffix.lower() != ".jsonl":
         return read_rows(path)
     try:
         frame = pd.read_json(path, lines=True, dtype=False)
-    except (ValueError, UnicodeDecodeError) as error:
+    except UnicodeDecodeError as error:
+        raise not_utf8(path, error) from None
+    except ValueError as error:
         reason = str(error).strip().split("\n")[0]
         raise UserError(f"{path} is not a readable JSON Lines file: {reason}") from None
     if frame.empty:
