@@ -87,6 +87,9 @@ def test_a_text_model_predicts_files_without_torch_and_serves_texts(text_export,
         for bad in ({"inputs": [""]}, {"inputs": [3]}, {"rows": [{"other": "column"}]}):
             refused = call("POST", f"{server.url}/predict", json=bad)
             assert refused.status == 422 and "\n" not in refused.json()["detail"], bad
+        assert (
+            "rows: row 0 has no 'text'; give each row the text column" in refused.json()["detail"]
+        )
         undecodable = call(
             "POST",
             f"{server.url}/predict",

@@ -232,7 +232,13 @@ def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
         rows = payload.get("rows")
         if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
             raise UserError(f"this model takes {REQUEST}")
-        texts = [row.get(preprocessing.column) for row in rows]
+        lacking = [index for index, row in enumerate(rows) if preprocessing.column not in row]
+        if lacking:
+            raise UserError(
+                f"rows: row {lacking[0]} has no {preprocessing.column!r}; give each row the "
+                "text column the model was trained on"
+            )
+        texts = [row[preprocessing.column] for row in rows]
     if not isinstance(texts, list) or not texts:
         raise UserError(f"this model takes {REQUEST}")
     return encode(texts, preprocessing, "inputs" if "inputs" in payload else "rows")
