@@ -6,7 +6,8 @@ project's own inference.py (run inside the project: its src on the path, EXPORT 
 - `constant_app`: the floor of any Python HTTP server on uvicorn, an ASGI app that reads each
   request's body and answers one constant prediction, with no framework and no model
   (`uvicorn serve_baselines:constant_app --lifespan off --workers N`);
-- `python serve_baselines.py <export dir> <requests> <batch sizes...>`: the limit, raw values to
+- `python serve_baselines.py <export dir> <requests> <batch sizes...>`: the limit, raw values (or
+  the texts of the CSV that TEXTS names) to
   predictions in one process on batches of each size, no HTTP; and the samples to send, with the
   class each gets there. Prints them as JSON.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Annotated
 
 import numpy as np
+import pandas as pd
 from digit_classifier.inference import from_arrays, load_export, predictions
 from fastapi import Body, FastAPI
 from sklearn.datasets import load_digits
@@ -57,11 +59,16 @@ async def constant_app(scope, receive, send):
 
 
 def raw_samples(manifest, count: int = 256) -> np.ndarray:
-    """Raw inputs for the model: the digits for the default model, else random values in the
-    range its images hold."""
+    """Raw inputs for the model: the digits for the default model, the texts of the table that
+    TEXTS names for a text model, else random values in the range its images hold."""
     shape = manifest.input.shape[1:]
+    if manifest.input.kind == "text":
+        if not os.environ.get("TEXTS"):
+            raise SystemExit("serve_load.py sends texts from a table: pass --texts <csv>")
+        texts = pd.read_csv(os.environ["TEXTS"])[manifest.preprocessing.column]
+        return np.array(texts.astype(str).tolist()[:count])
     if manifest.input.kind != "image":
-        raise SystemExit("serve_load.py sends images or arrays: pass the export of an image model")
+        raise SystemExit("serve_load.py sends images, arrays or texts: pass such an export")
     if shape == [1, 8, 8]:
         return load_digits().images[:count, None].astype(np.float32)
     low, high = manifest.preprocessing.value_range

@@ -1,11 +1,13 @@
 """Throughput and latency of serving the export over HTTP, at several concurrencies, side by side:
 
     python benchmarks/serve_load.py [--requests 3000] [--levels 1 8 32] [--samples-per-request 1]
-                                    [--workers 1 2] [--export DIR] [--threads 1] [--project DIR]
+                                    [--workers 1 2] [--export DIR [--texts CSV]] [--threads 1]
+                                    [--project DIR]
 
 Trains the default project briefly and exports it (or takes the export.py folder of an image
-model, --export), then sends JSON requests of raw values (digits; random values for another
-model) at each concurrency, with each number of server processes, to:
+or text model, --export), then sends JSON requests of raw values (digits; random values for
+another image model; the texts of --texts for a text model) at each concurrency, with each
+number of server processes, to:
 
 - serve:            the project's serve.py with its defaults (batching on);
 - serve_unbatched:  serve.py with max_batch_size=1;
@@ -183,13 +185,16 @@ def main():
         "--workers", type=int, nargs="+", default=[1, 2], help="server processes, each in turn"
     )
     parser.add_argument("--export", help="an export.py folder to serve instead of a new one")
+    parser.add_argument(
+        "--texts", help="for a text model's --export: a CSV whose text column the requests send"
+    )
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     add_arguments(parser)
     args = parser.parse_args()
     if not args.threads:
         args.threads = 1  # onnxruntime threads per worker, as serve.yaml's default
     project = setup(args)
-    env = project_env(project, EXPORT="", THREADS=str(args.threads))
+    env = project_env(project, EXPORT="", THREADS=str(args.threads), TEXTS=args.texts or "")
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
         scratch = Path(scratch)

@@ -43,7 +43,7 @@ from pathlib import Path
 import pandas as pd
 from {package}.kinds import text
 texts = list(pd.read_csv(sys.argv[1])["quote"])
-fitted = text.fit(texts, "quote", 8000, 128)
+fitted = text.fit(texts, "quote", 20000, 128)
 start, rounds = time.perf_counter(), 0
 while time.perf_counter() - start < 2 or rounds < 3:
     text.encode(texts, fitted)
