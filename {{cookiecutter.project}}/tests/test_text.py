@@ -162,3 +162,13 @@ def test_a_missing_column_and_bytes_that_are_not_utf8_are_one_line(tmp_path):
             UserError, match=r"latin1\..* is not UTF-8 text \(it holds the byte 0xe9"
         ):
             datamodule(tmp_path, f"data.path={path}", "data.text=body", "data.target=label")
+
+
+def test_rows_of_texts_without_a_target_are_refused_or_dropped_as_for_tables(tmp_path):
+    rows = [("star moon", "sky"), ("bread soup", "kitchen"), ("moon soup", None)] * 10
+    path = write_csv(tmp_path / "texts.csv", rows)
+    overrides = [f"data.path={path}", "data.text=body", "data.target=label"]
+    with pytest.raises(UserError, match="'label' is empty in 10 rows .* data.drop_missing_target"):
+        datamodule(tmp_path, *overrides)
+    kept = datamodule(tmp_path, *overrides, "data.drop_missing_target=true")
+    assert sum(len(index) for index in kept.indices.values()) == 20

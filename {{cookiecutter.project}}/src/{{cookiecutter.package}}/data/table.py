@@ -12,6 +12,21 @@ from .base import ContractDataModule, note
 from .loaders import InMemoryDataset
 
 
+def with_target(frame: pd.DataFrame, target: str, drop: bool) -> pd.DataFrame:
+    """The rows that hold a target; those that do not are dropped if `drop`
+    (data.drop_missing_target) is set, and refused otherwise. Rows keep their numbers."""
+    missing = frame[target].isna()
+    if not missing.any():
+        return frame
+    if not drop:
+        raise UserError(
+            f"target column {target!r} is empty in {missing.sum()} rows (the first: row "
+            f"{missing.idxmax()}); fill them, or drop them with data.drop_missing_target=true"
+        )
+    note(f"dropped {missing.sum()} rows without a target (data.drop_missing_target=true)")
+    return frame[~missing]
+
+
 class TableDataModule(ContractDataModule):
     """Rows of a table as feature vectors: numeric columns standardized, categorical ones
     one-hot encoded, missing values imputed, all from the training split. The target is class
@@ -41,26 +56,11 @@ class TableDataModule(ContractDataModule):
             )
         frame = table.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
-        frame = self.with_target(frame)
+        frame = with_target(frame, target, self.hparams.drop_missing_target)
         table.require_plain(frame, [target], f"{path} (data.target)")
         table.require_plain(frame, self.features(frame)[0], f"{path} (data.features)")
         self.split(len(frame))
         return frame
-
-    def with_target(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The rows that hold a target; those that do not are dropped if
-        data.drop_missing_target is set, and refused otherwise. Rows keep their numbers."""
-        target = self.hparams.target
-        missing = frame[target].isna()
-        if not missing.any():
-            return frame
-        if not self.hparams.drop_missing_target:
-            raise UserError(
-                f"target column {target!r} is empty in {missing.sum()} rows (the first: row "
-                f"{missing.idxmax()}); fill them, or drop them with data.drop_missing_target=true"
-            )
-        note(f"dropped {missing.sum()} rows without a target (data.drop_missing_target=true)")
-        return frame[~missing]
 
     def features(self, frame: pd.DataFrame) -> tuple[list[str], list[str]]:
         """The input columns and those of them to read as categories, checked."""

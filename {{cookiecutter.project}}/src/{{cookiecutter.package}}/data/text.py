@@ -14,6 +14,7 @@ from ..kinds import table, text
 from ..targets import classification
 from .base import ContractDataModule
 from .loaders import InMemoryDataset
+from .table import with_target
 
 # The column of a folder's texts, as predict and serve name it in rows.
 FOLDER_COLUMN = "text"
@@ -35,6 +36,7 @@ class TextDataModule(ContractDataModule):
         root: str | None = None,
         task: str | None = None,
         units: str | None = None,
+        drop_missing_target: bool = False,
         vocab_size: int = 20000,
         max_length: int = 128,
         lowercase: bool = True,
@@ -69,12 +71,7 @@ class TextDataModule(ContractDataModule):
             raise UserError(f"data.path={path} is not {', '.join(text.TABLE_SUFFIXES)}")
         frame = text.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
-        if frame[target].isna().any():
-            missing = frame[target].isna()
-            raise UserError(
-                f"target column {target!r} is empty in {missing.sum()} rows (the first: row "
-                f"{missing.idxmax()}); fill them or drop those rows"
-            )
+        frame = with_target(frame, target, self.hparams.drop_missing_target)
         texts = text.text_column(frame, column, f"{path} (data.text)")
         return pd.DataFrame({"text": texts, "target": frame[target].to_numpy()})
 
