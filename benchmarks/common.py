@@ -128,6 +128,45 @@ def train_and_export(project: Path, scratch: Path, env: dict) -> Path:
     return export_dir
 
 
+# export.py's names of the ONNX variants, by what the latency tables call them.
+ONNX_VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
+
+
+def against_handwritten(
+    project: Path, data: list[str], epochs: int, rounds: int, scratch: Path
+) -> dict:
+    """Seconds per epoch of the project on `data` and of the hand-written loop over the same
+    network and batches (baselines.py `handwritten`), `rounds` interleaved pairs."""
+    seconds: dict[str, list[float]] = {"project": [], "hand-written loop": []}
+    for index in range(rounds):
+        folder = Path(tempfile.mkdtemp(dir=scratch))
+        times = train_with_probe(
+            project, [*PROJECT, *data], epochs, folder / "run", "EpochTimer", folder / "p.json"
+        )
+        seconds["project"].append(steady_epoch(times))
+        hand = folder / "hand.json"
+        run_baseline(project, "handwritten", str(epochs), str(hand), str(folder), *data)
+        seconds["hand-written loop"].append(steady_epoch(json.loads(hand.read_text())))
+        print(f"round {index + 1}: {seconds['project'][-1]:.3f} s against "
+              f"{seconds['hand-written loop'][-1]:.3f} s per epoch", flush=True)  # fmt: skip
+    return seconds
+
+
+def export_latency(
+    project: Path, data: list[str], epochs: int, repeats: int, scratch: Path
+) -> dict:
+    """export.py's own results (latency, metric) for eager and every ONNX variant of a model
+    trained `epochs` epochs on `data`."""
+    run_dir, export_dir = scratch / "train", scratch / "export"
+    overrides = [*PROJECT, *data, f"trainer.max_epochs={epochs}", "test=false"]
+    run(python("train.py", *overrides, f"hydra.run.dir={run_dir}"), project, project_env(project))
+    best = run_dir / "checkpoints" / "best.ckpt"
+    formats = "formats=[" + ",".join(ONNX_VARIANTS.values()) + "]"
+    command = ["export.py", f"ckpt_path={best}", formats, f"latency.repeats={repeats}"]
+    run(python(*command, f"hydra.run.dir={export_dir}"), project, project_env(project))
+    return json.loads((export_dir / "report.json").read_text())["results"]
+
+
 def run_baseline(project: Path, name: str, *args: str) -> None:
     """`python baselines.py <name> <args>` in a process of its own, inside the project."""
     run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))

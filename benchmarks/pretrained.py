@@ -25,20 +25,18 @@ import time
 from pathlib import Path
 
 from common import (
-    PROJECT,
+    ONNX_VARIANTS,
     add_arguments,
+    against_handwritten,
+    export_latency,
     median,
     project_env,
     python,
     report,
     run,
-    run_baseline,
     setup,
-    steady_epoch,
-    train_with_probe,
 )
 
-VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 BACKBONE = """
 import sys
@@ -82,36 +80,6 @@ json.dump({"step_s": sorted(times[1:])[1], "parameters": parameters}, open(sys.a
 """
 
 
-def training(project: Path, data: list[str], epochs: int, rounds: int, scratch: Path) -> dict:
-    """Seconds per epoch of the project and of the hand-written loop, interleaved."""
-    seconds: dict[str, list[float]] = {"project": [], "hand-written loop": []}
-    for index in range(rounds):
-        folder = Path(tempfile.mkdtemp(dir=scratch))
-        times = train_with_probe(
-            project, [*PROJECT, *data], epochs, folder / "run", "EpochTimer", folder / "p.json"
-        )
-        seconds["project"].append(steady_epoch(times))
-        hand = folder / "hand.json"
-        run_baseline(project, "handwritten", str(epochs), str(hand), str(folder), *data)
-        seconds["hand-written loop"].append(steady_epoch(json.loads(hand.read_text())))
-        print(f"round {index + 1}: {seconds['project'][-1]:.3f} s against "
-              f"{seconds['hand-written loop'][-1]:.3f} s per epoch", flush=True)  # fmt: skip
-    return seconds
-
-
-def inference(project: Path, data: list[str], scratch: Path) -> dict:
-    """export.py's latency table of the ONNX variants of the briefly fine-tuned encoder, and the
-    number of training steps per epoch (from the run's metrics)."""
-    run_dir, export_dir = scratch / "train", scratch / "export"
-    overrides = [*PROJECT, *data, "trainer.max_epochs=2", "test=false", f"hydra.run.dir={run_dir}"]
-    run(python("train.py", *overrides), project, project_env(project))
-    best = run_dir / "checkpoints" / "best.ckpt"
-    formats = "formats=[" + ",".join(VARIANTS.values()) + "]"
-    command = ["export.py", f"ckpt_path={best}", formats, "latency.repeats=100"]
-    run(python(*command, f"hydra.run.dir={export_dir}"), project, project_env(project))
-    return json.loads((export_dir / "report.json").read_text())["results"]
-
-
 def steps_per_epoch(project: Path, data: list[str], scratch: Path) -> int:
     """Training batches per epoch, from the datamodule as train.py sets it up."""
     code = (
@@ -152,8 +120,8 @@ def main():
             "model.net.backbone_lr_scale=1.0",
         ]
         steps = steps_per_epoch(project, data, scratch)
-        epochs = training(project, data, args.epochs, args.rounds, scratch)
-        results = inference(project, data, scratch)
+        epochs = against_handwritten(project, data, args.epochs, args.rounds, scratch)
+        results = export_latency(project, data, 2, 100, scratch)
         start = time.perf_counter()
         run(python("-c", BASE_VIT, str(scratch / "vit.json")), project, project_env(project))
         base = json.loads((scratch / "vit.json").read_text())
@@ -165,7 +133,7 @@ def main():
         for name, values in epochs.items()
     ]
     eager = results["eager"]["latency_ms"]
-    for variant, name in {"eager": "eager", **VARIANTS}.items():
+    for variant, name in {"eager": "eager", **ONNX_VARIANTS}.items():
         latency = results[name]["latency_ms"]
         rows.append([f"inference: {variant}", *(
             f"{latency[size]:.3f} ms ({eager[size] / latency[size]:.1f}x)" for size in ("1", "64")

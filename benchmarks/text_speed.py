@@ -22,21 +22,19 @@ import tempfile
 from pathlib import Path
 
 from common import (
+    ONNX_VARIANTS,
     PACKAGE,
-    PROJECT,
     add_arguments,
+    against_handwritten,
+    export_latency,
     median,
     project_env,
     python,
     report,
     run,
-    run_baseline,
     setup,
-    steady_epoch,
-    train_with_probe,
 )
 
-VARIANTS = {"fp32": "onnx", "int8": "onnx_int8", "optimized": "onnx_optimized"}
 TOKENIZE = """
 import json, sys, time
 from pathlib import Path
@@ -63,35 +61,6 @@ def tokenization(project: Path, quotes: Path, scratch: Path) -> dict:
     return json.loads(result.read_text())
 
 
-def training(project: Path, data: list[str], epochs: int, rounds: int, scratch: Path) -> dict:
-    """Seconds per epoch of the project and of the hand-written loop, interleaved."""
-    seconds: dict[str, list[float]] = {"project": [], "hand-written loop": []}
-    for index in range(rounds):
-        folder = Path(tempfile.mkdtemp(dir=scratch))
-        times = train_with_probe(
-            project, [*PROJECT, *data], epochs, folder / "run", "EpochTimer", folder / "p.json"
-        )
-        seconds["project"].append(steady_epoch(times))
-        hand = folder / "hand.json"
-        run_baseline(project, "handwritten", str(epochs), str(hand), str(folder), *data)
-        seconds["hand-written loop"].append(steady_epoch(json.loads(hand.read_text())))
-        print(f"round {index + 1}: {seconds['project'][-1]:.3f} s against "
-              f"{seconds['hand-written loop'][-1]:.3f} s per epoch", flush=True)  # fmt: skip
-    return seconds
-
-
-def inference(project: Path, data: list[str], scratch: Path) -> dict:
-    """export.py's latency table of the ONNX variants of a briefly trained bag of tokens."""
-    run_dir, export_dir = scratch / "train", scratch / "export"
-    overrides = [*PROJECT, *data, "trainer.max_epochs=3", "test=false", f"hydra.run.dir={run_dir}"]
-    run(python("train.py", *overrides), project, project_env(project))
-    best = run_dir / "checkpoints" / "best.ckpt"
-    formats = "formats=[" + ",".join(VARIANTS.values()) + "]"
-    command = ["export.py", f"ckpt_path={best}", formats, "latency.repeats=200"]
-    run(python(*command, f"hydra.run.dir={export_dir}"), project, project_env(project))
-    return json.loads((export_dir / "report.json").read_text())["results"]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=8, help="epochs per training run")
@@ -105,8 +74,8 @@ def main():
         quotes = scratch / "texts" / "quotes.csv"
         data = ["data=text", f"data.path={quotes}", "data.text=quote", "data.target=topic"]
         tokens = tokenization(project, quotes, scratch)
-        epochs = training(project, data, args.epochs, args.rounds, scratch)
-        results = inference(project, data, scratch)
+        epochs = against_handwritten(project, data, args.epochs, args.rounds, scratch)
+        results = export_latency(project, data, 3, 200, scratch)
 
     rows = [
         [
@@ -127,7 +96,7 @@ def main():
             ]
         )
     eager = results["eager"]["latency_ms"]
-    for variant, name in {"eager": "eager", **VARIANTS}.items():
+    for variant, name in {"eager": "eager", **ONNX_VARIANTS}.items():
         latency = results[name]["latency_ms"]
         rows.append([f"inference: {variant}", *(
             f"{latency[size]:.3f} ms ({eager[size] / latency[size]:.1f}x)" for size in ("1", "64")
