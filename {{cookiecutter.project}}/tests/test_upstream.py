@@ -149,10 +149,28 @@ def test_torch_s_deprecation_of_torch_jit_is_told_apart():
     assert deprecations and all(upstream.is_jit_deprecation(w) for w in deprecations)
 
 
+class BringingItsCallbacks(BoringModel):
+    """A model with a callback of its own of a type the Trainer has too, as a pretrained
+    backbone brings its freezing callback."""
+
+    def configure_callbacks(self):
+        return [ModelSummary()]
+
+
 def test_each_noise_pattern_matches_what_lightning_emits():
+    import transformers  # model/net=pretrained's backbones
+
+    config = transformers.BertConfig(
+        vocab_size=8,
+        hidden_size=4,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        intermediate_size=4,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         iter(CombinedLoader({"a": [1, 2]}, "max_size_cycle"))
+        assert not transformers.BertModel(config).is_gradient_checkpointing
     # As warnings.filterwarnings matches: from the start, ignoring case.
     for pattern in upstream.NOISE["warning"]:
         assert any(re.match(pattern, str(w.message), re.IGNORECASE) for w in caught), pattern
@@ -171,7 +189,8 @@ def test_each_noise_pattern_matches_what_lightning_emits():
         logger.addHandler(collect)
         logger.filters.clear()
     try:
-        trainer(callbacks=[ModelSummary()], enable_model_summary=True)
+        fitting = trainer(callbacks=[ModelSummary()], enable_model_summary=True, max_steps=1)
+        fitting.fit(BringingItsCallbacks())
     finally:
         for logger in loggers:
             logger.removeHandler(collect)
