@@ -48,6 +48,15 @@ class Classifier(NetModule):
         self.train_correct = torch.zeros((), dtype=torch.long, device=self.device)
         self.train_seen = 0
 
+    # A run resumed from a checkpoint saved inside an epoch goes on counting that epoch where
+    # it was: Lightning then skips on_train_epoch_start.
+    def on_save_checkpoint(self, checkpoint):
+        counts = [int(getattr(self, "train_correct", 0)), getattr(self, "train_seen", 0)]
+        checkpoint["train_counts"] = counts
+
+    def on_load_checkpoint(self, checkpoint):
+        self.train_correct, self.train_seen = checkpoint.get("train_counts", [0, 0])
+
     def on_train_epoch_end(self):
         # DistributedSampler gives every rank as many samples: the mean over ranks is exact.
         accuracy = self.train_correct / max(self.train_seen, 1)

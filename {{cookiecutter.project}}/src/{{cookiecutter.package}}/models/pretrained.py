@@ -327,3 +327,6 @@ class FreezeBackbone(pl.Callback):
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         pl_module.net.backbone.requires_grad_(trainer.current_epoch >= self.epochs)
+
+    # A run resumed inside an epoch starts without on_train_epoch_start.
+    on_train_start = on_train_epoch_start
