@@ -436,6 +436,22 @@ def digits_export(request, digits_run, tmp_path_factory) -> Path:
     return made_once(tmp_path_factory, "digits_exported", export)
 
 
+def optimized(folder: Path, output_dir: str) -> str:
+    """The data that configs/train.yaml names, written by optimize.py to `output_dir`."""
+    from {{ cookiecutter.package }}.tasks.optimize import optimize
+
+    overrides = [f"data={default_data()}", f"output_dir={output_dir}"]
+    optimize(compose_config("optimize", folder, overrides, quiet=False))
+    return output_dir
+
+
+@pytest.fixture(scope="session")
+def stream(tmp_path_factory) -> Path:
+    """The default data, optimized once into a local folder, for data=stream."""
+    folder = made_once(tmp_path_factory, "stream", lambda f: optimized(f, str(f / "chunks")))
+    return folder / "chunks"
+
+
 def train_briefly(tmp_path_factory, name: str, overrides: list[str], epochs=3) -> Path:
     """A real training run of a few epochs (None: as configured), for tests of what its model
     exports."""

@@ -2,7 +2,9 @@
 `+callbacks.<name>._target_=probes.<Class>` with this folder on PYTHONPATH, and networks
 defined outside the project."""
 
+import hashlib
 import json
+import time
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -88,3 +90,25 @@ class ModeProbe(pl.Callback):
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         self.during_training |= {module.training for module in pl_module.modules()}
+
+
+class BatchDigests(pl.Callback):
+    """Appends, for every training batch, a line to `<dirpath>/rank<N>.jsonl`: the epoch, the
+    global step and a digest of each sample's input, written as it goes, so that a killed run
+    leaves what it saw. `pause`: seconds to wait per batch, for a test to stop a run mid-epoch."""
+
+    def __init__(self, dirpath: str, pause: float = 0.0):
+        self.dirpath, self.pause = Path(dirpath), pause
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+        digests = [digest(row) for row in batch[0]]
+        line = {"epoch": trainer.current_epoch, "step": trainer.global_step, "samples": digests}
+        self.dirpath.mkdir(parents=True, exist_ok=True)
+        with open(self.dirpath / f"rank{trainer.global_rank}.jsonl", "a") as file:
+            file.write(json.dumps(line) + "\n")
+        time.sleep(self.pause)
+
+
+def digest(sample: torch.Tensor) -> str:
+    """A sample's input, known by its values."""
+    return hashlib.sha1(sample.numpy().tobytes()).hexdigest()[:16]

@@ -53,10 +53,13 @@ def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, 
         if group == "data" and option in SHIPPED_DATA
         else []
     )
+    if group == "data" and option == "stream":
+        data = [f"data.input_dir={request.getfixturevalue('stream')}"]
     cfg = compose_config("train", tmp_path, [f"{group}={option}", *data], quiet=False)
     # The data first: it decides the shapes the model is built for.
-    assert build_datamodule(cfg).hparams.batch_size > 0
-    assert build_model(cfg).net is not None
+    datamodule = build_datamodule(cfg)
+    assert datamodule.hparams.batch_size > 0
+    assert build_model(cfg, datamodule).net is not None
     assert all(callback is not None for callback in instantiate_group(cfg.callbacks))
     assert all(logger.save_dir or logger.name for logger in instantiate_group(cfg.logger))
     if ACCELERATORS[cfg.trainer.accelerator]:

@@ -26,7 +26,9 @@ from pytorch_lightning.callbacks import ModelSummary
 from pytorch_lightning.demos.boring_classes import BoringModel
 from pytorch_lightning.loggers import WandbLogger
 from pytorch_lightning.utilities import CombinedLoader
+from pytorch_lightning.utilities.data import has_len_all_ranks
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
+from torch.utils.data import DataLoader, IterableDataset
 
 from {{ cookiecutter.package }} import upstream
 
@@ -157,6 +159,16 @@ class BringingItsCallbacks(BoringModel):
         return [ModelSummary()]
 
 
+class SizedStream(IterableDataset):
+    """An iterable dataset that knows its length, as LitData's StreamingDataset does."""
+
+    def __len__(self):
+        return 1
+
+    def __iter__(self):
+        return iter([0])
+
+
 def test_each_noise_pattern_matches_what_lightning_emits():
     import transformers  # model/net=pretrained's backbones
 
@@ -170,6 +182,7 @@ def test_each_noise_pattern_matches_what_lightning_emits():
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         iter(CombinedLoader({"a": [1, 2]}, "max_size_cycle"))
+        has_len_all_ranks(DataLoader(SizedStream()), trainer().strategy)
         assert not transformers.BertModel(config).is_gradient_checkpointing
     # As warnings.filterwarnings matches: from the start, ignoring case.
     for pattern in upstream.NOISE["warning"]:
@@ -327,3 +340,14 @@ def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_heade
     partial, oversized, after_an_answer, after_a_busy_while = asyncio.run(run())
     assert partial == oversized == after_a_busy_while == b""
     assert after_an_answer.startswith(b"HTTP/1.1 200 ") and after_an_answer.endswith(b"ok")
+
+
+def test_litdata_builds_obstore_s_client_from_the_options_that_allow_plain_http(monkeypatch):
+    from litdata.streaming import downloader
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:9000")
+    monkeypatch.delitem(downloader._OBSTORE_CLIENT_OPTIONS, "allow_http", raising=False)
+    upstream.allow_plain_http_object_storage()
+    assert downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] == "true"
+    source = inspect.getsource(downloader._build_obstore_s3_store)
+    assert "client_options=_OBSTORE_CLIENT_OPTIONS" in source

@@ -105,7 +105,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     """The model; with `datamodule`, first checked to be made for the data's task. A network
     that records what rebuilding it needs (a pretrained backbone's class and configuration) adds
     it to `model.net`, which the checkpoint keeps."""
-    choose_network(cfg)
+    choose_network(cfg, datamodule)
     if datamodule is not None:
         check_task(get_object(cfg.model._target_), datamodule.contract.target)
     model = instantiate_model(cfg.model)
@@ -116,8 +116,9 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     return model
 
 
-def choose_network(cfg: DictConfig) -> None:
-    """Sets `model.net` to the network that `model.nets` declares for the data's input kind,
+def choose_network(cfg: DictConfig, datamodule=None) -> None:
+    """Sets `model.net` to the network that `model.nets` declares for the data's input kind (the
+    datamodule's, which a stream reads off its contract; else the data config's class's),
     unless model/net=<name> chose one; a `model.net` without a `_target_` holds settings for the
     kind's network (e.g. debug=overfit's dropout). In place, because the checkpoint records this
     config: eval and export rebuild the same network from it. Modules without `nets` (a
@@ -127,7 +128,7 @@ def choose_network(cfg: DictConfig) -> None:
         return
     net = cfg.model.get("net")
     if net is None or "_target_" not in net:
-        kind = data_kind(cfg.data)
+        kind = datamodule.kind if datamodule is not None else data_kind(cfg.data)
         if kind not in nets:
             raise UserError(
                 f"model.nets declares no network for {kind} inputs ({', '.join(nets)}): add "

@@ -20,6 +20,7 @@ TASKS = {
     "train": "train",
     "eval": "evaluate",
     "export": "export",
+    "optimize": "optimize",
     # predict and serve import only numpy, onnxruntime, Pillow and pandas (serve: and its HTTP
     # libraries): they run where torch is not installed.
     "predict": "predict",
@@ -118,6 +119,10 @@ def evaluate():
 
 def export_model():
     return _launch("export")
+
+
+def optimize():
+    return _launch("optimize")
 
 
 def predict() -> None:

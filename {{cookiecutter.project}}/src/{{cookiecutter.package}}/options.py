@@ -134,6 +134,21 @@ class EvalOptions(Options):
     ]
 
 
+class OptimizeOptions(Options):
+    output_dir: Annotated[
+        str,
+        Field(min_length=1),
+        Refusal("optimize needs a destination: pass output_dir=<folder or s3://bucket/prefix>"),
+    ]
+    # null: one worker process per core
+    num_workers: Annotated[int, whole(1)] | None = None
+    chunk_bytes: Annotated[
+        str,
+        Field(pattern=r"^\d+(\.\d+)?[KMGT]?B$"),
+        Refusal("{setting} must be a size with its unit, as LitData reads it: e.g. 64MB"),
+    ]
+
+
 class ExportOptions(Options):
     ckpt_path: Annotated[
         str,

@@ -9,6 +9,7 @@ without torch and Lightning. Each entry imports its library itself.
 """
 
 import logging
+import os
 import pickle
 import signal
 import warnings
@@ -28,6 +29,9 @@ NOISE = {
         # transformers 5 (model/net=pretrained) on every export of a backbone: a property that
         # torch.export and tracing read, renamed upstream.
         r"`is_gradient_checkpointing` is deprecated",
+        # Lightning on every loader of data=stream: LitData's StreamingDataset gives each worker
+        # of each rank its own share, whose length it knows.
+        r"Your `IterableDataset` has `__len__` defined",
     ],
     "log": [
         # Advertisements for optional cloud services, logged by every Trainer.
@@ -246,3 +250,19 @@ def read_deadline_class() -> type:
                 self.transport.close()
 
     return ReadDeadline
+
+
+# --- LitData (0.2.76) ----------------------------------------------------------------------------
+
+
+def allow_plain_http_object_storage() -> None:
+    """Lets LitData reach an S3-compatible server over plain HTTP (a MinIO or a test server on
+    the local network), named by AWS_ENDPOINT_URL. LitData moves chunks with obstore, which
+    refuses http:// unless its client is told `allow_http`, and LitData gives it options of its
+    own without that one. Relies on: `litdata.streaming.downloader._OBSTORE_CLIENT_OPTIONS`,
+    the dict of those options."""
+    if not os.environ.get("AWS_ENDPOINT_URL", "").startswith("http://"):
+        return
+    from litdata.streaming import downloader
+
+    downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = "true"

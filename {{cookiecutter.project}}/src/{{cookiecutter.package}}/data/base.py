@@ -158,19 +158,21 @@ class ContractDataModule(pl.LightningDataModule):
         dataset = self.splits[split]
         if as_evaluated and hasattr(dataset, "unaugmented"):
             dataset = dataset.unaugmented()
-        pin_memory = self.hparams.pin_memory
-        if pin_memory is None:  # pinned host memory only speeds up copies to a CUDA device
-            pin_memory = (
-                self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
-            )
         return make_loader(
             dataset,
             self.hparams.batch_size,
             train=split == "train" and not as_evaluated,
             num_workers=self.hparams.num_workers,
-            pin_memory=pin_memory,
+            pin_memory=self.pins_memory(),
             persistent_workers=self.hparams.persistent_workers,
         )
+
+    def pins_memory(self) -> bool:
+        """data.pin_memory; null: when training on a CUDA device, the only one whose copies from
+        the host pinned memory speeds up."""
+        if self.hparams.pin_memory is not None:
+            return self.hparams.pin_memory
+        return self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
 
     def train_dataloader(self):
         # Overfitting memorizes the first batches: in order and unaugmented, rather than shuffled

@@ -54,12 +54,17 @@ def distributed() -> bool:
     return dist.is_available() and dist.is_initialized()
 
 
+def run_seed() -> int:
+    """The run's seed, which training data is shuffled from: PL_GLOBAL_SEED, set by
+    seed_everything, and what Lightning's own DDP sampler uses."""
+    return int(os.environ.get("PL_GLOBAL_SEED", 0))
+
+
 def training_sampler(dataset: Dataset) -> DistributedSampler:
     """Shuffles in an order that depends only on the seed and the epoch (Lightning calls
     `set_epoch`), not on the random state the run has reached: a resumed run sees the same order
     as one never interrupted. Under DDP each rank gets its shard, as Lightning would give it."""
-    # PL_GLOBAL_SEED: set by seed_everything, and what Lightning's own DDP sampler uses.
-    seed = int(os.environ.get("PL_GLOBAL_SEED", 0))
+    seed = run_seed()
     if distributed():
         return DistributedSampler(dataset, shuffle=True, seed=seed)
     return DistributedSampler(dataset, num_replicas=1, rank=0, shuffle=True, seed=seed)

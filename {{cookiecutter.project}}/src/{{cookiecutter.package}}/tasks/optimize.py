@@ -1,0 +1,51 @@
+"""Optimize: write a dataset's splits as LitData chunks, with the contract fitted on its training
+split, for `python train.py data=stream data.input_dir=<the same output_dir>`."""
+
+import os
+
+from omegaconf import DictConfig
+
+from ..builders import build_datamodule
+from ..console import UserError, show
+from ..data.base import SPLITS
+from ..data.stream import ChunkSample, StreamDataModule, holds_files, location, write_contract
+from ..options import OptimizeOptions, validated
+from ..upstream import allow_plain_http_object_storage
+
+
+def optimize(cfg: DictConfig) -> str:
+    options = validated(OptimizeOptions, cfg)
+    output_dir = options.output_dir
+    if holds_files(output_dir):  # nothing already written is overwritten or mixed in
+        raise UserError(
+            f"output_dir={output_dir} already holds files; remove them or choose another "
+            "output_dir"
+        )
+    from litdata import optimize as write_chunks  # once data.stream has found it installed
+
+    allow_plain_http_object_storage()  # before the worker processes are forked
+
+    datamodule = build_datamodule(cfg)
+    if isinstance(datamodule, StreamDataModule):
+        raise UserError("data=stream is already optimized: train from it as it is")
+    for split in SPLITS:
+        dataset = datamodule.splits[split]
+        if hasattr(dataset, "unaugmented"):
+            dataset = dataset.unaugmented()
+        write_chunks(
+            fn=ChunkSample(dataset),
+            inputs=list(range(len(dataset))),
+            output_dir=location(output_dir, split),
+            num_workers=options.num_workers or os.cpu_count(),
+            chunk_bytes=options.chunk_bytes,
+            # Forked, as DataLoader's workers are: spawned ones would each import torch again
+            # (9 s against 0.2 s for 1,000 digits on 2 cores).
+            start_method="fork",
+        )
+    # Last: a stream that holds its contract is complete.
+    write_contract(output_dir, datamodule.contract)
+    show(
+        f"wrote the train, val and test splits to {output_dir}; train on them with: python "
+        f"train.py data=stream data.input_dir={output_dir}"
+    )
+    return output_dir

@@ -1,0 +1,239 @@
+"""optimize.py and data=stream: the data that configs/train.yaml names written as LitData chunks
+to a folder and to an S3-compatible server on this machine (moto), trained from under DDP and
+after a kill -9 mid-epoch, and the checkpoints evaluated, exported and served from raw inputs."""
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+
+import boto3
+import pytest
+from conftest import (
+    QUIET,
+    ROOT,
+    compose_config,
+    default_datamodule,
+    finish,
+    optimized,
+    run_predict,
+    start_cli,
+    write_inputs,
+)
+from probes import digest
+from servers import free_port
+
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint
+from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.tasks.optimize import optimize
+
+PROBES = {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}
+
+
+@pytest.fixture
+def s3(tmp_path):
+    """An S3-compatible server on a free local port, with a bucket `data`; the environment that
+    points boto3 and LitData at it, as users point them at theirs."""
+    port = free_port()
+    server = subprocess.Popen(
+        ["moto_server", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    env = {
+        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+        "AWS_ACCESS_KEY_ID": "test",
+        "AWS_SECRET_ACCESS_KEY": "test",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
+    saved = {name: os.environ.get(name) for name in env}
+    os.environ.update(env)
+    try:
+        client = boto3.client("s3")
+        for _ in range(100):
+            try:
+                client.create_bucket(Bucket="data")
+                break
+            except Exception:  # the server is still starting
+                time.sleep(0.1)
+        yield env
+    finally:
+        server.terminate()
+        server.wait()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def seen(probe: Path, rank: int = 0) -> list[dict]:
+    """What BatchDigests wrote of each training batch of a rank, in order."""
+    return [json.loads(line) for line in (probe / f"rank{rank}.jsonl").read_text().splitlines()]
+
+
+def train_digests(datamodule) -> Counter:
+    """How often each input occurs in the training split, by digest."""
+    dataset = datamodule.splits["train"]
+    if hasattr(dataset, "unaugmented"):
+        dataset = dataset.unaugmented()
+    return Counter(digest(dataset[index][0]) for index in range(len(dataset)))
+
+
+def stream_run(stream: str, run_dir: Path, probe: Path, *overrides: str, env=None, **options):
+    """`python train.py data=stream` from `stream`, with BatchDigests writing to `probe`."""
+    return start_cli(
+        "train.py",
+        *QUIET,
+        "data=stream",
+        f"data.input_dir={stream}",
+        "+callbacks.probe._target_=probes.BatchDigests",
+        f"+callbacks.probe.dirpath={probe}",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+        env={**PROBES, **(env or {})},
+        **options,
+    )
+
+
+@pytest.mark.slow
+def test_a_run_killed_mid_epoch_resumes_at_the_sample_it_reached(stream, tmp_path):
+    # last.ckpt every 3 steps as well, as a long epoch would save it by time.
+    overrides = [
+        "trainer.max_epochs=2",
+        "test=false",
+        "seed=5",
+        "trainer.deterministic=true",
+        "+callbacks.last_checkpoint.every_n_train_steps=3",
+    ]
+    whole = finish(stream_run(stream, tmp_path / "whole", tmp_path / "seen_whole", *overrides))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    expected = seen(tmp_path / "seen_whole")
+    per_epoch = sum(1 for line in expected if line["epoch"] == 0)
+
+    run_dir, probe = tmp_path / "killed", tmp_path / "seen_killed"
+    last = run_dir / "checkpoints" / "last.ckpt"
+    # Each batch slowed down by the probe, so that the run is stopped inside an epoch.
+    overrides.append("+callbacks.probe.pause=0.03")
+    with stream_run(
+        stream, run_dir, probe, *overrides, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    ) as process:
+        # last.ckpt is replaced atomically, so it can be read while the run goes on.
+        while process.poll() is None and not (
+            last.is_file()
+            and (step := load_checkpoint(last)["global_step"]) > per_epoch
+            and step % per_epoch
+        ):
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    assert process.returncode == -signal.SIGKILL
+    reached = load_checkpoint(last)["global_step"]
+    assert reached % per_epoch and not (run_dir / "metrics.json").exists()
+
+    resumed = finish(stream_run(stream, run_dir, probe, *overrides))  # the same command
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert (
+        f"Restoring states from the checkpoint path at {last}" in resumed.stdout + resumed.stderr
+    )
+    # What the killed run saw before its checkpoint, then what the resumed run saw, is what the
+    # uninterrupted run saw, batch by batch: it went on from the sample it had reached.
+    lines = seen(probe)
+    resumed_part = lines[len(lines) - (len(expected) - reached) :]
+    killed_part = [
+        line for line in lines[: len(lines) - len(resumed_part)] if line["step"] < reached
+    ]
+    assert resumed_part[0]["step"] == reached
+    assert killed_part + resumed_part == expected
+    metrics = [
+        json.loads((path / "metrics.json").read_text()) for path in (tmp_path / "whole", run_dir)
+    ]
+    for run in metrics:
+        run.pop("best_model_path")
+    assert metrics[0] == metrics[1]
+
+
+@pytest.mark.slow
+def test_ddp_trains_from_object_storage_each_sample_once_an_epoch(s3, tmp_path):
+    from {{ cookiecutter.package }}.tasks.eval import evaluate
+
+    url = optimized(tmp_path / "optimize", "s3://data/stream")
+    cache, probe, run_dir = tmp_path / "cache", tmp_path / "seen", tmp_path / "run"
+    batch_size = 32
+    result = finish(
+        stream_run(
+            url,
+            run_dir,
+            probe,
+            "trainer=ddp_cpu",
+            "trainer.max_epochs=2",
+            f"data.batch_size={batch_size}",
+            f"data.cache_dir={cache}",
+            "data.max_cache_size=1GB",
+            env=s3,
+        )
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    # The chunks came from the server, through the cache.
+    assert list(cache.rglob("chunk-*.bin"))
+
+    # Each epoch the two ranks read disjoint shares of the training split, each sample once;
+    # LitData leaves out what would make one rank's share longer than the other's.
+    train = train_digests(default_datamodule(tmp_path / "data"))
+    ranks = [seen(probe, rank) for rank in (0, 1)]
+    orders = []
+    for epoch in (0, 1):
+        shares = [
+            [d for line in rank if line["epoch"] == epoch for d in line["samples"]]
+            for rank in ranks
+        ]
+        together = Counter(shares[0]) + Counter(shares[1])
+        assert not together - train  # nothing more often than the split holds it
+        assert len(shares[0]) == len(shares[1])
+        assert sum(train.values()) - together.total() < 2 * batch_size
+        orders.append(shares[0])
+    assert orders[0] != orders[1]  # shuffled again each epoch
+
+    # Tested under DDP on the stream's test split, each sample once: as one process evaluates
+    # the same checkpoint.
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    best = f"ckpt_path={metrics['best_model_path']}"
+    single = evaluate(compose_config("eval", tmp_path / "eval", [best]))
+    assert single["test/acc"] == metrics["test/acc"]
+
+
+def test_a_streams_checkpoint_exports_and_predicts_from_raw_inputs(stream, tmp_path):
+    from {{ cookiecutter.package }}.tasks.export import export
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    overrides = ["data=stream", f"data.input_dir={stream}", "trainer.max_epochs=1", "test=false"]
+    train(compose_config("train", tmp_path / "run", overrides))
+    best = tmp_path / "run" / "checkpoints" / "best.ckpt"
+    overrides = [f"ckpt_path={best}", "formats=[onnx]"]
+    export(compose_config("export", tmp_path / "export", overrides, quiet=False))
+    manifest = json.loads((tmp_path / "export" / "manifest.json").read_text())
+    datamodule = default_datamodule(tmp_path / "data")
+    assert manifest["preprocessing"] == datamodule.contract.to_dict()["preprocessing"]
+    inputs, labels = write_inputs(datamodule, tmp_path / "inputs")
+    predictions = run_predict(tmp_path / "export", inputs, tmp_path / "predict")
+    assert len(predictions) == len(labels)
+
+
+def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
+    from {{ cookiecutter.package }}.builders import build_datamodule
+
+    def refusal(name: str, *overrides: str) -> str:
+        task = optimize if name == "optimize" else build_datamodule
+        with pytest.raises(UserError) as error:
+            task(compose_config(name, tmp_path / "run", overrides, quiet=name != "optimize"))
+        return str(error.value)
+
+    assert "pass output_dir=" in refusal("optimize")
+    assert "e.g. 64MB" in refusal("optimize", f"output_dir={tmp_path / 'new'}", "chunk_bytes=64")
+    before = {path: path.stat().st_mtime_ns for path in stream.rglob("*")}
+    assert "already holds files" in refusal("optimize", f"output_dir={stream}")
+    assert {path: path.stat().st_mtime_ns for path in stream.rglob("*")} == before
+    assert "needs data.input_dir" in refusal("train", "data=stream")
+    (tmp_path / "unfinished" / "train").mkdir(parents=True)
+    message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
+    assert "holds no contract.json" in message and "optimize.py" in message
