@@ -158,7 +158,9 @@ def bert_run(data, tmp_path_factory) -> Path:
     return made_once(
         tmp_path_factory,
         "pretrained_bert",
-        lambda folder: train_then_delete(folder, data["bert"], overrides, "[onnx,onnx_optimized]"),
+        lambda folder: train_then_delete(
+            folder, data["bert"], overrides, "[onnx,onnx_int8,onnx_optimized]"
+        ),
     )
 
 
@@ -359,7 +361,13 @@ def test_a_text_backbone_fine_tunes_with_its_own_tokenizer(bert_run, data, tmp_p
     # patterns do not match the graphs of torch's dynamo exporter).
     assert fusion["optimizer"] == "transformer"
     assert fusion["fused_patterns"]["Gelu"] > 0 and fusion["fused_patterns"]["LayerNormalization"]
+    # INT8 of the same graph, whose position table is sliced to the text's tokens: quantized
+    # dynamically, checked on texts cut shorter too, and judged by the test metric (passed).
+    int8 = report["results"]["onnx_int8"]
+    assert int8["quantization"]["method"] == "dynamic"
+    assert set(int8["parity_shorter"]) == {"tokens=8", "tokens=1"}
     manifest = json.loads((bert_run / "export" / "manifest.json").read_text())
+    assert (bert_run / "export" / manifest["formats"]["onnx_int8"]["file"]).is_file()
     preprocessing = text.Preprocessing.model_validate(manifest["preprocessing"])
     # The backbone's tokenizer, written into the export: [CLS] ... [SEP], padded with [PAD].
     written = Tokenizer.from_file(str(bert_run / "export" / "tokenizer.json"))
