@@ -12,6 +12,7 @@ from pathlib import Path
 
 import boto3
 import pytest
+import torch.distributed as dist
 from conftest import (
     QUIET,
     ROOT,
@@ -68,6 +69,12 @@ def s3(tmp_path):
                 os.environ[name] = value
 
 
+def split_size(stream: Path, split: str) -> int:
+    """How many samples optimize.py wrote of a split, by LitData's index of its chunks."""
+    chunks = json.loads((stream / split / "index.json").read_text())["chunks"]
+    return sum(chunk["chunk_size"] for chunk in chunks)
+
+
 def seen(probe: Path, rank: int = 0) -> list[dict]:
     """What BatchDigests wrote of each training batch of a rank, in order."""
     return [json.loads(line) for line in (probe / f"rank{rank}.jsonl").read_text().splitlines()]
@@ -100,8 +107,11 @@ def stream_run(stream: str, run_dir: Path, probe: Path, *overrides: str, env=Non
 @pytest.mark.slow
 def test_a_run_killed_mid_epoch_resumes_at_the_sample_it_reached(stream, tmp_path):
     # last.ckpt every 3 steps as well, as a long epoch would save it by time.
+    # About ten batches an epoch, whatever the data's size.
+    batch_size = max(1, split_size(stream, "train") // 10)
     overrides = [
         "trainer.max_epochs=2",
+        f"data.batch_size={batch_size}",
         "test=false",
         "seed=5",
         "trainer.deterministic=true",
@@ -154,12 +164,13 @@ def test_a_run_killed_mid_epoch_resumes_at_the_sample_it_reached(stream, tmp_pat
 
 
 @pytest.mark.slow
-def test_ddp_trains_from_object_storage_each_sample_once_an_epoch(s3, tmp_path):
+def test_ddp_trains_from_object_storage_each_sample_once_an_epoch(stream, s3, tmp_path):
     from {{ cookiecutter.package }}.tasks.eval import evaluate
 
     url = optimized(tmp_path / "optimize", "s3://data/stream")
     cache, probe, run_dir = tmp_path / "cache", tmp_path / "seen", tmp_path / "run"
-    batch_size = 32
+    # Two batches at least of the validation and test splits, one for each process.
+    batch_size = min(32, *(split_size(stream, split) // 2 for split in ("val", "test")))
     result = finish(
         stream_run(
             url,
@@ -237,3 +248,14 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     (tmp_path / "unfinished" / "train").mkdir(parents=True)
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "holds no contract.json" in message and "optimize.py" in message
+
+    # Under DDP (one process here, in a real gloo group), a split too small for a batch each.
+    overrides = ["data=stream", f"data.input_dir={stream}", "data.batch_size=100000"]
+    datamodule = build_datamodule(compose_config("train", tmp_path / "run", overrides))
+    address = f"tcp://127.0.0.1:{free_port()}"
+    dist.init_process_group("gloo", init_method=address, rank=0, world_size=1)
+    try:
+        with pytest.raises(UserError, match="lower data.batch_size, or train on fewer processes"):
+            datamodule.val_dataloader()
+    finally:
+        dist.destroy_process_group()

@@ -16,6 +16,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 import torch
+import torch.distributed as dist
 
 from ..console import UserError
 from ..contract import Contract
@@ -188,6 +189,7 @@ class StreamDataModule(ContractDataModule):
             drop_last=None if train or not distributed() else False,
             transform=as_pair,
         )
+        self.check_shares(split, dataset)
         return StreamLoader(
             dataset,
             batch_size=self.hparams.batch_size,
@@ -196,6 +198,21 @@ class StreamDataModule(ContractDataModule):
             # As in loaders.make_loader: not from the global generator that dropout draws from.
             generator=torch.Generator().manual_seed(torch.initial_seed()),
         )
+
+    def check_shares(self, split: str, dataset: StreamingDataset) -> None:
+        """One line, on every DDP process alike, for a split too small to give each a batch:
+        LitData shares a split out in whole batches, and the process left without one would
+        stop Lightning (or wait forever at the others' first collective)."""
+        if not distributed():
+            return
+        size = sum(end - start for start, end in dataset.region_of_interest)
+        processes, batch_size = dist.get_world_size(), self.hparams.batch_size
+        if size < processes * batch_size:
+            raise UserError(
+                f"the {split} split of {self.hparams.input_dir} holds {size} samples, fewer than "
+                f"a batch of data.batch_size={batch_size} for each of {processes} processes: "
+                "lower data.batch_size, or train on fewer processes"
+            )
 
 
 def write_contract(folder: str, contract: Contract) -> None:

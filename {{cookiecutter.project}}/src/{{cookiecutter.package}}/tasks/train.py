@@ -9,7 +9,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
 from ..checkpoints import load_checkpoint, resume_path
@@ -75,10 +75,12 @@ def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> 
     than it (a small table, a run with limit_train_batches), as Lightning advises in a warning:
     each epoch then logs its training metrics at least once."""
     loader = datamodule.train_dataloader()
-    try:
-        length = len(loader) if isinstance(loader, DataLoader) else 0
-    except TypeError:  # a stream: no epoch length to fit
+    # An iterable dataset (data=stream) may count its length from the ranks, which do not exist
+    # yet: LitData takes a rank's share from WORLD_SIZE, which only the processes that Lightning
+    # starts have. Every rank must take the same logging steps, so its interval stays as set.
+    if not isinstance(loader, DataLoader) or isinstance(loader.dataset, IterableDataset):
         return
+    length = len(loader)
     limit = trainer.limit_train_batches
     per_rank = math.ceil(length / trainer.world_size)  # each rank takes its share
     batches = min(limit, per_rank) if isinstance(limit, int) else int(per_rank * limit)
