@@ -114,6 +114,19 @@ def train_with_probe(
     return json.loads(output.read_text())
 
 
+def write_image_folder(root: Path, count: int, classes: int = 10) -> None:
+    """`count` small PNG files (24x24 RGB noise) in `classes` class folders under `root`."""
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(0)
+    for index in range(count):
+        folder = root / f"class{index % classes}"
+        folder.mkdir(parents=True, exist_ok=True)
+        pixels = rng.integers(0, 256, (24, 24, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(folder / f"{index}.png")
+
+
 def train_and_export(project: Path, scratch: Path, env: dict) -> Path:
     """A brief training run of the default project (3 epochs), exported to ONNX; its folder."""
     train_dir, export_dir = scratch / "train", scratch / "export"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytorch_lightning as pl
 import torch
+from pytorch_lightning.utilities.data import extract_batch_size
 
 
 class Clock:
@@ -28,6 +29,7 @@ class Clock:
             "page_faults": [],  # minor faults so far, at each epoch start
             "train": [],
             "wait": [],
+            "samples": [],  # training samples of each epoch, where batch_start is told them
             "first_step": None,
             "end": None,
         }
@@ -37,11 +39,12 @@ class Clock:
     def epoch_start(self):
         self.times["epoch_starts"].append(time.time())
         self.times["page_faults"].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
-        self._wait, self._start = 0.0, time.perf_counter()
+        self._wait, self._samples, self._start = 0.0, 0, time.perf_counter()
         self._last = self._start
 
-    def batch_start(self):
+    def batch_start(self, samples: int = 0):
         now = time.perf_counter()
+        self._samples += samples
         if self.times["first_step"] is None:
             self.times["first_step"] = time.time()
         if self._last is not None:
@@ -56,6 +59,7 @@ class Clock:
         if self._last is not None:
             self.times["train"].append(time.perf_counter() - self._start)
             self.times["wait"].append(self._wait)
+            self.times["samples"].append(self._samples)
         self._last = None  # validation and epoch-end hooks are not waiting for data
 
     def finish(self, path: str):
@@ -77,7 +81,7 @@ class EpochTimer(pl.Callback):
         self.clock.epoch_start()
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
-        self.clock.batch_start()
+        self.clock.batch_start(extract_batch_size(batch))
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         self.clock.batch_end()
