@@ -250,6 +250,9 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     (tmp_path / "unfinished" / "train").mkdir(parents=True)
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "holds no contract.json" in message and "optimize.py" in message
+    (tmp_path / "unfinished" / "contract.json").write_text('{"input": ')
+    message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
+    assert "contract.json is not JSON" in message
 
     # Under DDP (one process here, in a real gloo group), a split too small for a batch each.
     overrides = ["data=stream", f"data.input_dir={stream}", "data.batch_size=100000"]

@@ -158,7 +158,14 @@ class StreamDataModule(ContractDataModule):
                 f"{folder} holds no {CONTRACT_FILE}: it is not a stream, or optimize.py did not "
                 f"finish it; write it with python optimize.py data=<data> output_dir={folder}"
             )
-        stored = Contract.from_dict(json.loads(text), location(folder, CONTRACT_FILE))
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise UserError(
+                f"{location(folder, CONTRACT_FILE)} is not JSON ({error}): write the stream "
+                "again with optimize.py"
+            ) from None
+        stored = Contract.from_dict(data, location(folder, CONTRACT_FILE))
         if self.trained and self.trained != stored:
             raise UserError(
                 f"{folder} was prepared with another contract than the model's; optimize the "
