@@ -25,7 +25,7 @@ from sklearn.datasets import load_digits
 
 WORKFLOW = Path(".github/workflows/ci.yaml")
 # The console scripts, each named <project>-<task>.
-TASKS = ["eval", "export", "predict", "serve", "train"]
+TASKS = ["eval", "export", "optimize", "predict", "serve", "train"]
 FORMATS = {"onnx": "model.onnx", "torchscript": "model.ts", "torch_export": "model.pt2"}
 # The test's own tools (ruff, pre-commit, the hook scripts) come first on PATH, as in an
 # activated environment; PYTHONPATH is dropped so nothing is imported from a source tree.
@@ -188,8 +188,9 @@ def test_workflow_is_copied_verbatim_and_runs_lint_and_tests(default_project):
         "cache-dependency-path": "pyproject.toml",
     }
     commands = [line.strip() for step in steps for line in step.get("run", "").splitlines()]
-    cpu_torch = "pip install torch --index-url https://download.pytorch.org/whl/cpu"
-    # CPU torch first, so installing the project finds torch satisfied and adds no CUDA build.
+    cpu_torch = "pip install torch torchvision --index-url https://download.pytorch.org/whl/cpu"
+    # CPU torch first (and the torchvision LitData requires, built for it), so installing the
+    # project finds both satisfied and adds no CUDA build.
     assert commands.index(cpu_torch) < commands.index('pip install -e ".[dev]"')
     assert commands[-2:] == ["pre-commit run --all-files --show-diff-on-failure", "pytest"]
 

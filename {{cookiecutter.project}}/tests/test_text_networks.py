@@ -43,7 +43,14 @@ def text_net_export(request, tmp_path_factory) -> tuple[str, Path]:
         settings = [f"data.max_length={MAX_LENGTH}", "data.batch_size=16", "trainer.max_epochs=2"]
         train(compose_config("train", folder / "run", [*data, *settings, *NETS[net]]))
         best = folder / "run" / "checkpoints" / "best.ckpt"
-        overrides = [f"ckpt_path={best}", f"formats=[{','.join(FORMATS)}]", *FAST_LATENCY]
+        # A dozen test texts, so one answer is 8 points: this checks the formats, and INT8's
+        # metric check is test_export_variants.py's.
+        overrides = [
+            f"ckpt_path={best}",
+            f"formats=[{','.join(FORMATS)}]",
+            "max_metric_drop=10",
+            *FAST_LATENCY,
+        ]
         export(compose_config("export", folder / "export", overrides, quiet=False))
 
     return net, made_once(tmp_path_factory, f"text_{net}", train_and_export)

@@ -56,10 +56,16 @@ def save(source: Path, path: Path, calibration: Callable[[], np.ndarray]) -> dic
         prepared = Path(scratch) / "prepared.onnx"
         # Shape inference and onnxruntime's basic rewrites (BatchNorm folded into Conv or Gemm),
         # which the quantizer expects, and without which it warns. They keep to ONNX's operators.
-        # auto_merge: a pretrained BERT slices its position table to the text's tokens, which
-        # symbolic inference sees as min(positions, tokens) against tokens and cannot complete;
-        # the two are one, as export takes at most max_length tokens, which the positions cover.
-        quant_pre_process(str(source), str(prepared), auto_merge=True)
+        # Again with auto_merge where that fails: a pretrained BERT slices its position table to
+        # the text's tokens, which symbolic inference sees as min(positions, tokens) against
+        # tokens and cannot complete; the two are one, as export takes at most max_length
+        # tokens, which the positions cover.
+        try:
+            quant_pre_process(str(source), str(prepared))
+        except Exception as error:  # onnxruntime raises a plain Exception for it
+            if "Incomplete symbolic shape inference" not in str(error):
+                raise
+            quant_pre_process(str(source), str(prepared), auto_merge=True)
         if operators(prepared)["Conv"]:
             samples = calibration()
             at_least(prepared, QDQ_OPSET)
