@@ -14,11 +14,19 @@ Hydra lists config groups without the project's one copy of its repository; and 
 train.py`, the time from launch to the start of fitting, to the first training step (after the
 sanity-check validation), split into stages. Trains the default project for 3 epochs and
 exports it first. Goals: `train.py --help` under 1 s; predict at most 1.15x the reference.
+
+`--peer DIR` also times the peer template, ashleve/lightning-hydra-template (a checkout of it:
+`git clone https://github.com/ashleve/lightning-hydra-template`, with its `lightning`, `rootutils`
+and `hydra-colorlog` installed), from launch to its first training step on the same data
+(peer.py: the digits, split and batched as data=digits does), each with its own defaults, in the
+same rounds as the project's. Goal: the project no slower.
 """
 
 import argparse
+import json
 import os
 import resource
+import shutil
 import subprocess
 import tempfile
 import time
@@ -26,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 from common import (
+    HERE,
     PACKAGE,
     add_arguments,
     median,
@@ -73,6 +82,9 @@ REFUSED = {
     "python eval.py ckpt_path=<no such file> (refused)": ["eval.py", "ckpt_path=none.ckpt"],
     "python train.py data.batch_size=0 (refused)": ["train.py", "data.batch_size=0"],
 }
+PEER_STEP = "peer template: launch -> first training step"
+# The peer's data config for the project's example data (peer.py).
+PEER_DATA = "_target_: peer.DigitsDataModule\nbatch_size: 64\n"
 
 
 def commands(export: Path, image: Path, run_dir: Path) -> dict[str, list[str]]:
@@ -136,9 +148,38 @@ def first_step(project: Path, scratch: Path) -> dict[str, float]:
     }
 
 
+def peer_copy(peer: Path, scratch: Path) -> Path:
+    """A copy of the peer template's checkout, with a data config for the digits."""
+    copy = scratch / "peer"
+    shutil.copytree(peer, copy, ignore=shutil.ignore_patterns(".git"))
+    (copy / "configs" / "data" / "digits.yaml").write_text(PEER_DATA)
+    return copy
+
+
+def peer_first_step(peer: Path, scratch: Path) -> float:
+    """Seconds from launching the peer's `python src/train.py` on the digits (its defaults
+    otherwise) to its first training step."""
+    times = Path(tempfile.mkdtemp(dir=scratch)) / "times.json"
+    overrides = [
+        "data=digits",
+        "model.net.input_size=64",
+        "trainer.max_epochs=1",
+        "+trainer.limit_train_batches=2",
+        "test=false",
+        f"hydra.run.dir={times.parent / 'run'}",
+        "+callbacks.zz_probe._target_=peer.FirstStep",
+        f"+callbacks.zz_probe.path={times}",
+    ]
+    env = {**os.environ, "PYTHONPATH": str(HERE), "PYTHONWARNINGS": "ignore"}
+    launched = time.time()
+    run(python("src/train.py", *overrides), peer, env)
+    return json.loads(times.read_text())["first_step"] - launched
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--peer", type=Path, help="a checkout of ashleve/lightning-hydra-template")
     add_arguments(parser)
     args = parser.parse_args()
 
@@ -161,9 +202,12 @@ def main():
                 wall = run(python(*command), project, env, status=status)
                 seconds.setdefault(name, []).append(wall)
                 cpu.setdefault(name, []).append(cpu_seconds() - before)
+        peer = peer_copy(args.peer, scratch) if args.peer else None
         for _ in range(max(1, args.repeats // 2)):
             for name, value in first_step(project, scratch).items():
                 steps.setdefault(name, []).append(value)
+            if peer:
+                steps.setdefault(PEER_STEP, []).append(peer_first_step(peer, scratch))
         imports = {
             name: heavy_imports(project, command)
             for name, command in commands(export, image, scratch / "predict-imports").items()
@@ -192,6 +236,18 @@ def main():
         ]
     )
     rows += [[name, median(values), "", "", ""] for name, values in steps.items()]
+    if PEER_STEP in steps:
+        ours = steps["launch -> first training step"]
+        against_peer = [o / p for o, p in zip(ours, steps[PEER_STEP], strict=True)]
+        rows.append(
+            [
+                "project / peer template, launch -> first step (goal: at most 1)",
+                median(ours) / median(steps[PEER_STEP]),
+                f"rounds {min(against_peer):.2f} to {max(against_peer):.2f}",
+                "",
+                "",
+            ]
+        )
     report(
         "startup",
         f"Start-up: wall seconds, median of {args.repeats} interleaved rounds (first step: "

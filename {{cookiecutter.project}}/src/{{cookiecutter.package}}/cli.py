@@ -5,6 +5,7 @@ Task modules are imported only once a task runs, so config-only commands such as
 needs it: predict with plain settings runs without (plain_run.py).
 """
 
+import gc
 import importlib
 import os
 import signal
@@ -46,13 +47,26 @@ def write_error(cfg, error: OSError, run_dir: str) -> str:
     return cannot_write(filename if filename.startswith(run_dir) else run_dir, error)
 
 
+def import_task(module: str):
+    """Imports a task's module with the garbage collector paused, then leaves what it imported
+    out of later collections: torch and Lightning make hundreds of thousands of objects that
+    are not garbage, which the collector would otherwise go through again and again (0.7 to
+    0.9 s of the 4 to 5 s from launch to the first training step on 2 cores)."""
+    gc.disable()
+    try:
+        return importlib.import_module(module)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def run_task(name: str, cfg, run_dir: str):
     """Runs the task on its config: what the user can fix, and Ctrl-C, end it in one line."""
     silence_noise()
     try:
         if name in CHECKS:  # refused before the task's module imports Lightning (seconds)
             getattr(importlib.import_module(f"{__package__}.input_checks"), CHECKS[name])(cfg)
-        task = getattr(importlib.import_module(f"{__package__}.tasks.{name}"), TASKS[name])
+        task = getattr(import_task(f"{__package__}.tasks.{name}"), TASKS[name])
         return task(cfg)
     except UserError as error:
         exit_with_error(str(error), error.exit_status)
