@@ -50,6 +50,29 @@ def test_config_only_commands_do_not_import_torch(flags):
     assert "optimized_metric" in result.stdout or "Powered by Hydra" in result.stdout
 
 
+def test_a_task_module_is_imported_without_collections_then_frozen_out_of_them():
+    # torch and Lightning make hundreds of thousands of objects that are not garbage, which the
+    # collector would go through again and again while they are imported.
+    code = (
+        "import gc\n"
+        "from {{ cookiecutter.package }}.cli import import_task\n"
+        "def collections():\n"
+        "    return sum(generation['collections'] for generation in gc.get_stats())\n"
+        "before = collections()\n"
+        "import_task('{{ cookiecutter.package }}.tasks.predict')\n"
+        "assert collections() == before, (before, collections())\n"
+        "assert gc.isenabled() and gc.get_freeze_count() > 10_000, gc.get_freeze_count()\n"
+        "try:\n"
+        "    import_task('{{ cookiecutter.package }}.tasks.no_such_task')\n"
+        "except ModuleNotFoundError:\n"
+        "    assert gc.isenabled()\n"
+        "else:\n"
+        "    raise AssertionError('a module that does not exist was imported')\n"
+    )
+    result = run_code(code)
+    assert result.returncode == 0, result.stderr
+
+
 # Values as users type them, and values that Hydra reads as something other than their text.
 READ_PLAINLY = ["./x.png", "../x", "photo.JPG", "a@b+c-d_e", "-", "+a", "0x10", "42", "-1", "+3"]
 ARGUMENTS = [*READ_PLAINLY, "/tmp/a b.png", "007", "1_000", "1.5", "1e3", ".5", "inf", "nan"]
