@@ -213,7 +213,8 @@ def image_loaders(path: str, root: str, seconds: float):
     (augmented, shuffled, in batches): from the files with 0, 1 and 2 worker processes, pinned
     memory on and off, and from the same images decoded once into memory, sliced in batches."""
     loaders = importlib.import_module(f"{PACKAGE}.data.loaders")
-    cfg = project_config(1, ["data=images", f"data.root={root}"])
+    # No setup cache: its default folder comes from Hydra's runtime, which a composed config lacks.
+    cfg = project_config(1, ["data=images", f"data.root={root}", "data.cache_dir=null"])
     datamodule = instantiate(cfg.data, _convert_="all")
     datamodule.setup("fit")
     files, batch_size = datamodule.splits["train"], cfg.data.batch_size

@@ -44,7 +44,15 @@ from pathlib import Path
 
 import numpy as np
 import psutil
-from common import HERE, add_arguments, project_env, python, report, run, setup
+from common import (
+    HERE,
+    add_arguments,
+    project_env,
+    python,
+    report,
+    setup,
+    train_and_export,
+)
 
 VARIANTS = ["serve", "serve_unbatched", "fastapi_def", "asgi_constant", "in_process"]
 try:
@@ -57,20 +65,6 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
-
-
-def export(project: Path, scratch: Path, env: dict) -> Path:
-    """A brief training run of the default project, exported to ONNX."""
-    train_dir, export_dir = scratch / "train", scratch / "export"
-    overrides = ["trainer.max_epochs=3", "logger=csv", "test=false", f"hydra.run.dir={train_dir}"]
-    run(python("train.py", *overrides), project, env)
-    best = train_dir / "checkpoints" / "best.ckpt"
-    run(
-        python("export.py", f"ckpt_path={best}", "formats=[onnx]", f"hydra.run.dir={export_dir}"),
-        project,
-        env,
-    )
-    return export_dir
 
 
 def start(command: list[str], cwd: Path, env: dict, port: int, log: Path) -> subprocess.Popen:
@@ -198,7 +192,9 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="bench-serve-") as scratch:
         scratch = Path(scratch)
-        export_dir = Path(args.export).resolve() if args.export else export(project, scratch, env)
+        export_dir = (
+            Path(args.export).resolve() if args.export else train_and_export(project, scratch, env)
+        )
         env["EXPORT"] = str(export_dir)
         script = python(str(HERE / "serve_baselines.py"), str(export_dir), str(args.requests))
         baselines = subprocess.run(
