@@ -31,8 +31,9 @@ BATCHES = (1, 256)
 def measure(checkpoint: str, model: str, repeats: int, dry_run: bool) -> dict:
     """{batch: {runtime: ms}}; run inside the project, with its package importable."""
     builders = importlib.import_module(f"{PACKAGE}.builders")
-    # How export.py times every format: the median of `repeats` calls after warm-up.
-    latency_ms = importlib.import_module(f"{PACKAGE}.export.verify").latency_ms
+    # How export.py times every format: the median of `repeats` calls after warm-up (and the
+    # spread of the timings, which this table leaves out).
+    latency = importlib.import_module(f"{PACKAGE}.export.verify").latency
     allowed = OmegaConf.load("configs/allowed_targets.yaml").allowed_targets
     device = "cpu" if dry_run else "cuda"
     net = builders.build_trained(checkpoint, list(allowed))[0].net.eval().to(device)
@@ -59,7 +60,7 @@ def measure(checkpoint: str, model: str, repeats: int, dry_run: bool) -> dict:
     for batch in BATCHES:
         inputs = np.random.default_rng(0).standard_normal([batch, *shape], np.float32)
         results[batch] = {
-            name: latency_ms(call, inputs, warmup=10, repeats=repeats)
+            name: latency(call, inputs, warmup=10, repeats=repeats)[0]
             for name, call in runtimes.items()
         }
     return results

@@ -106,6 +106,7 @@ def main():
         overrides = [
             "data=images",
             f"data.root={images}",
+            f"data.cache_dir={scratch / 'cache'}",  # its default needs Hydra's runtime
             f"data.batch_size={args.batch_size}",
             f"data.num_workers={args.workers}",
             "model/net=pretrained",
