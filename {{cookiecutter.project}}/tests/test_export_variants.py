@@ -10,10 +10,9 @@ import shutil
 
 import numpy as np
 import onnx
-import openvino
 import pytest
 from conftest import DIGITS, FAST_LATENCY, compose_config, run_cli
-from onnx.reference import ReferenceEvaluator
+from runtimes import OTHER_RUNTIMES
 from sklearn.datasets import load_digits
 
 from {{ cookiecutter.package }}.console import UserError
@@ -99,22 +98,6 @@ def check_report_and_manifest(net: str, folder) -> None:
         assert 0 < entry["test_metric"]["test/acc"] <= 1
         assert entry["max_abs_diff"] >= 0
         assert {"1", "64"} <= set(entry["latency_ms"])
-
-
-def in_openvino(path):
-    # float32 arithmetic, as the model's: on a CPU with bfloat16 instructions (avx512_bf16, AMX)
-    # OpenVINO computes in bfloat16 unless told, and logits then move by about 1e-2.
-    config = {"INFERENCE_NUM_THREADS": 1, "INFERENCE_PRECISION_HINT": "f32"}
-    compiled = openvino.compile_model(str(path), "CPU", config)
-    return lambda inputs: compiled(inputs)[0]
-
-
-def in_reference_evaluator(path):
-    evaluator = ReferenceEvaluator(str(path))
-    return lambda inputs: evaluator.run(None, {"input": inputs})[0]
-
-
-OTHER_RUNTIMES = {"openvino": in_openvino, "onnx.reference": in_reference_evaluator}
 
 
 def check_each_variant_runs_in_the_runtimes_its_manifest_names(folder) -> None:

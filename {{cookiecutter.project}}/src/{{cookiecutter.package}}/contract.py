@@ -117,7 +117,8 @@ class Artifact(Model):
     says which variant it is, the operator domains it uses with their versions
     (`{"ai.onnx": 18}`: ONNX's own operators only; `"com.microsoft"`: onnxruntime's own too)
     and the runtimes that run it: onnxruntime, and where it holds ONNX's own operators only,
-    any other ONNX runtime, of which it names those the project's tests run it in."""
+    those the project's tests run it in: OpenVINO, and onnx's reference evaluator where export
+    ran it there."""
 
     file: str
     sha256: str

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import numpy as np
 import onnx
 import onnxruntime
 import torch
@@ -90,19 +91,19 @@ def manifest(
     ).sealed()
 
 
-def facts(name: str, path: Path, results: dict[str, dict]) -> dict:
+def facts(name: str, path: Path, results: dict[str, dict], sample: np.ndarray) -> dict:
     """What the report says of a format besides its measurements: its file's size; for an ONNX
     variant, which it is, the operator domains its file uses (with their versions) and the
-    runtimes that run them; and for one judged by the metric, the points of it that it loses
-    against model.onnx (hundredths of the metric: 0.5 is half a percentage point of accuracy, or
-    0.005 of R²; negative when it gains)."""
+    runtimes that run it (`sample`: an input to try it on); and for one judged by the metric,
+    the points of it that it loses against model.onnx (hundredths of the metric: 0.5 is half a
+    percentage point of accuracy, or 0.005 of R²; negative when it gains)."""
     about: dict = {"bytes": path.stat().st_size}
     if name in FORMAT_VARIANTS:
         domains = opset_domains(path)
         about |= {
             "variant": FORMAT_VARIANTS[name],
             "opset_domains": domains,
-            "runtimes": runtimes(domains),
+            "runtimes": runtimes(path, domains, sample),
         }
     if name in BY_METRIC:
         ((metric, fp32),) = results["onnx"]["metric"].items()

@@ -167,7 +167,7 @@ def export(cfg: DictConfig) -> dict:
             results[name] = measured(
                 MODULES[name].load(files[name]), eager, inputs, timing, datamodule
             )
-            results[name] |= how | report.facts(name, files[name], results)
+            results[name] |= how | report.facts(name, files[name], results, inputs[:1])
 
         failed = report.failures(results, options.atol, options.max_metric_drop)
         load, cores = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0, usable_cores()
