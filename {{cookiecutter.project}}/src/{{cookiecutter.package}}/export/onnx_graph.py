@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 from onnxruntime.transformers.fusion_options import AttentionMaskFormat, FusionOptions
 from onnxruntime.transformers.optimizer import optimize_model
 
@@ -106,8 +107,6 @@ def runtimes(path: Path, domains: dict[str, int], sample: np.ndarray) -> list[st
 
 def evaluates(path: Path, sample: np.ndarray) -> bool:
     """Whether onnx's reference evaluator runs the file on `sample`."""
-    from onnx.reference import ReferenceEvaluator
-
     try:
         ReferenceEvaluator(str(path)).run(None, {INPUT_NAME: sample})
     except Exception:  # whatever an operator it lacks, or a case it mishandles, raises
