@@ -30,6 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from importlib.util import find_spec
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +149,21 @@ def first_step(project: Path, scratch: Path) -> dict[str, float]:
     }
 
 
+def check_peer(peer: Path, parser: argparse.ArgumentParser) -> None:
+    """One line, before anything is measured, for a folder that is not the peer template's
+    checkout or an environment without its packages."""
+    if not (peer / "src" / "train.py").is_file() or not (peer / "configs" / "data").is_dir():
+        parser.error(f"--peer {peer} is not a clone of ashleve/lightning-hydra-template")
+    modules = {"lightning": "lightning", "rootutils": "rootutils"}
+    modules["hydra-colorlog"] = "hydra_plugins.hydra_colorlog"
+    missing = [package for package, module in modules.items() if not find_spec(module)]
+    if missing:
+        parser.error(
+            f"the peer template needs {', '.join(missing)}: pip install lightning==<the installed "
+            "pytorch_lightning's version> rootutils hydra-colorlog"
+        )
+
+
 def peer_copy(peer: Path, scratch: Path) -> Path:
     """A copy of the peer template's checkout, with a data config for the digits."""
     copy = scratch / "peer"
@@ -182,6 +198,8 @@ def main():
     parser.add_argument("--peer", type=Path, help="a checkout of ashleve/lightning-hydra-template")
     add_arguments(parser)
     args = parser.parse_args()
+    if args.peer:
+        check_peer(args.peer, parser)
 
     project = setup(args)
     env = project_env(project)
