@@ -154,9 +154,8 @@ def check_peer(peer: Path, parser: argparse.ArgumentParser) -> None:
     checkout or an environment without its packages."""
     if not (peer / "src" / "train.py").is_file() or not (peer / "configs" / "data").is_dir():
         parser.error(f"--peer {peer} is not a clone of ashleve/lightning-hydra-template")
-    modules = {"lightning": "lightning", "rootutils": "rootutils"}
-    modules["hydra-colorlog"] = "hydra_plugins.hydra_colorlog"
-    missing = [package for package, module in modules.items() if not find_spec(module)]
+    modules = ("lightning", "rootutils", "hydra_plugins.hydra_colorlog")
+    missing = [module.split(".")[-1] for module in modules if not find_spec(module)]
     if missing:
         parser.error(
             f"the peer template needs {', '.join(missing)}: pip install lightning==<the installed "
