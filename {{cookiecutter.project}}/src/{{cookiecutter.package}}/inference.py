@@ -128,8 +128,7 @@ def read_inputs(path: Path, manifest: Manifest) -> tuple[np.ndarray, list[dict]]
             ".npy array>"
         )
     if path.suffix.lower() == ".npy":
-        with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: marked invalid
-            inputs = from_arrays(load_npy(path), manifest, str(path))
+        inputs = from_arrays(load_npy(path), manifest, str(path))
         return inputs, [{"file": str(path), "index": index} for index in range(len(inputs))]
     return kind_of(manifest).read_inputs(path, manifest.preprocessing)
 

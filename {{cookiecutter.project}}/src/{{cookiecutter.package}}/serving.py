@@ -18,6 +18,7 @@ import secrets
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 import onnxruntime as ort
@@ -223,20 +224,18 @@ def from_json(
     try:
         validated = models[key].model_validate(payload)
     except ValidationError as error:
-        raise refuse(422, refusal(error, payload, manifest)) from None
-    with np.errstate(over="ignore", invalid="ignore"):  # beyond float32: refused as infinite
-        inputs = kind.from_json(payload, manifest.preprocessing)
+        raise refuse(422, refusal(error, payload, kind, manifest)) from None
+    inputs = kind.from_json(payload, manifest.preprocessing)
     return inputs, validated.top_k if "top_k" in payload else top_k  # the body's counts
 
 
-def refusal(error: ValidationError, payload: dict, manifest: Manifest) -> str:
+def refusal(error: ValidationError, payload: dict, kind: ModuleType, manifest: Manifest) -> str:
     """The one line for a JSON body that the request model refused: the input kind's own where
     it has one (it says best what the model takes), else the first of Pydantic's."""
     problem = min(error.errors(), key=lambda e: e["type"] != "float_type")  # numbers first
     if problem["loc"][0] == "top_k":
         api_top_k(problem["input"])
-    with np.errstate(over="ignore", invalid="ignore"):
-        kind_of(manifest).from_json(payload, manifest.preprocessing)
+    kind.from_json(payload, manifest.preprocessing)
     message = problem["msg"]
     got = json.dumps(problem["input"])
     got = got if len(got) <= 40 else f"{got[:40]}..."

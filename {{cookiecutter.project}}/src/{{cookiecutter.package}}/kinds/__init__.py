@@ -38,7 +38,7 @@ import sys
 from types import ModuleType
 from typing import Annotated, Any, Union
 
-from pydantic import Field
+from pydantic import Discriminator, Field, Tag
 
 from .. import plugins
 
@@ -73,7 +73,8 @@ def model_shape(kind: str, shape: list[int]) -> list[int | str]:
 
 def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
     """The type of nested JSON arrays of `values` of any of `shapes`, None for the sample axis
-    (one sample or more)."""
+    (one sample or more). A value is checked against the shapes of its own depth only: a union
+    tries its members in turn, and one that fails costs a request more than one that passes."""
 
     def nested(shape: tuple[int | None, ...]) -> Any:
         if not shape:
@@ -82,4 +83,17 @@ def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
         length = Field(min_length=1) if size is None else Field(min_length=size, max_length=size)
         return Annotated[list[nested(tuple(inner))], length]  # type: ignore[misc]
 
-    return Union[tuple(nested(shape) for shape in shapes)]  # noqa: UP007  (a built union)
+    by_depth: dict[int, list] = {}
+    for shape in shapes:
+        by_depth.setdefault(len(shape), []).append(nested(shape))
+    tagged = [Annotated[Union[tuple(same)], Tag(str(n))] for n, same in by_depth.items()]  # noqa: UP007
+    return Annotated[Union[tuple(tagged)], Discriminator(depth)]  # noqa: UP007  (a built union)
+
+
+def depth(value: Any) -> str:
+    """How deep a JSON value nests arrays, counted down their first items: the tag of the
+    shapes that `arrays` checks it against."""
+    count = 0
+    while isinstance(value, list) and value:
+        value, count = value[0], count + 1
+    return str(count)

@@ -136,9 +136,12 @@ def image_values(
 
 
 def normalize(raw: np.ndarray, preprocessing: Preprocessing) -> np.ndarray:
-    """(x - mean) / std per channel, for one image (C, H, W) or a batch (N, C, H, W)."""
+    """(x - mean) / std per channel, as float32, for one image (C, H, W) or a batch (N, C, H, W)
+    of any real dtype."""
     mean, std = channel_statistics(tuple(preprocessing.mean), tuple(preprocessing.std))
-    return (raw - mean) / std
+    normalized = np.subtract(raw, mean, dtype=np.float32)  # cast on the way: no copy of its own
+    normalized /= std
+    return normalized
 
 
 @cache
@@ -204,17 +207,18 @@ def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) ->
         )
     if not len(batch):
         raise UserError(f"{source} holds no samples")
-    raw = batch.astype(np.float32)
     low, high = preprocessing.value_range
-    # Values beyond float32 are infinite here, and refused as such where inputs are checked.
-    if not (raw.min() >= low and raw.max() <= high):  # or NaN: the finite ones are looked at
-        outside = raw[np.isfinite(raw) & ((raw < low) | (raw > high))]
+    if not (batch.min() >= low and batch.max() <= high):  # or NaN: the finite ones are looked at
+        # Values beyond float32 become infinite, refused as such where inputs are checked.
+        with np.errstate(over="ignore", invalid="ignore"):
+            batch = batch.astype(np.float32)
+        outside = batch[np.isfinite(batch) & ((batch < low) | (batch > high))]
         if len(outside):
             raise UserError(
                 f"{source} holds values from {outside.min():g} to {outside.max():g}, outside "
                 f"{low:g}..{high:g}: raw values as the training data stores them (value_range)"
             )
-    return normalize(raw, preprocessing).astype(np.float32, copy=False)
+    return normalize(batch, preprocessing)
 
 
 def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
