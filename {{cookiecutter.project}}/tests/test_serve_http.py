@@ -103,6 +103,11 @@ def test_answers_are_predict_py_s(server, digits, expected):
     assert batch.json()["predictions"] == expected["arrays"]
     one = post(server, json={"inputs": images[7].tolist()})  # one sample, no batch axis
     assert one.json()["predictions"] == expected["arrays"][7:8]
+    # With the channel axis: a batch, and one sample (or a batch of one without it: alike).
+    channels = post(server, json={"inputs": images[:, None].tolist()})
+    assert channels.json()["predictions"] == expected["arrays"]
+    one = post(server, json={"inputs": images[7][None].tolist()})
+    assert one.json()["predictions"] == expected["arrays"][7:8]
     top3 = post(server, json={"inputs": images[:5].tolist(), "top_k": 3})
     assert top3.json()["predictions"] == expected["top3"][:5]
     assert [len(p["top"]) for p in top3.json()["predictions"]] == [3] * 5
