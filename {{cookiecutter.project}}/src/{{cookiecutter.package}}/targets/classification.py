@@ -71,7 +71,7 @@ def decode(logits: np.ndarray, target: Target, top_k: int = 1) -> list[dict]:
     names, results = target.class_names, []
     for row, best in zip(scores.tolist(), order.tolist(), strict=True):
         ranked = [{"class": names[index], "probability": round(row[index], 6)} for index in best]
-        results.append(ranked[0] | {"top": ranked} if top_k > 1 else ranked[0])
+        results.append((ranked[0] | {"top": ranked}) if top_k > 1 else ranked[0])
     return results
 
 
