@@ -152,6 +152,15 @@ def predictions(
     and probability (with the `top_k` most probable classes when top_k > 1), or its value."""
     if not len(inputs):
         return []
+    return decoded(manifest, outputs(session, inputs), top_k)
+
+
+def outputs(session: ort.InferenceSession, inputs: np.ndarray) -> np.ndarray:
+    """The model's outputs for (some) prepared samples, in calls of at most CHUNK samples."""
     chunks = [inputs[start : start + CHUNK] for start in range(0, len(inputs), CHUNK)]
-    outputs = np.concatenate([run(session, chunk) for chunk in chunks])
+    return np.concatenate([run(session, chunk) for chunk in chunks])
+
+
+def decoded(manifest: Manifest, outputs: np.ndarray, top_k: int = 1) -> list[dict]:
+    """What the task makes of each sample's outputs."""
     return task_of(manifest).decode(outputs, manifest.target, top_k)

@@ -39,9 +39,8 @@ from .api import document, request_models
 from .api import top_k as api_top_k
 from .batching import MicroBatcher
 from .console import TooLarge, UserError
-from .contract import Artifact, Manifest
-from .inference import kind_of, load_export, non_finite, variant_entry
-from .inference import predictions as predict_samples
+from .contract import Artifact, Manifest, Preprocessing
+from .inference import decoded, kind_of, load_export, non_finite, outputs, variant_entry
 from .options import ServeOptions
 from .upstream import read_deadline_protocol
 
@@ -80,6 +79,7 @@ class Predict:
         self, manifest: Manifest, options: ServeOptions, api_key: str | None, batcher: MicroBatcher
     ):
         self.manifest, self.api_key, self.batcher = manifest, api_key, batcher
+        self.kind = kind_of(manifest)
         self.limit, self.most = options.max_request_bytes, options.max_request_samples
         self.read_timeout = options.read_timeout
         self.requests = request_models(manifest)
@@ -101,18 +101,18 @@ class Predict:
         declared = headers.get(b"content-length", b"").decode("latin-1")
         body = await read_body(receive, declared, self.limit, self.read_timeout)
         content_type = headers.get(b"content-type", b"").decode("latin-1")
-        inputs, top_k = await self.parsed(scope, content_type, body)
-        if len(inputs) > self.most:
-            held = f"the request holds {len(inputs)} samples"
+        samples, top_k, raw = await self.parsed(scope, content_type, body)
+        if len(samples) > self.most:
+            held = f"the request holds {len(samples)} samples"
             raise refuse(413, f"{held}, over max_request_samples={self.most}")
-        if not np.isfinite(inputs).all():  # the common case in one call; which samples, if not
-            raise non_finite_refusal(inputs)
-        return encoded(await self.batcher.answers(inputs, 1 if top_k is None else top_k))
+        return encoded(await self.batcher.answers(samples, 1 if top_k is None else top_k, raw))
 
     async def parsed(
         self, scope: Scope, content_type: str, body: bytes
-    ) -> tuple[np.ndarray, int | None]:
-        """The samples of a body and its top_k, the body's, else the query's (None if neither)."""
+    ) -> tuple[np.ndarray, int | None, bool]:
+        """The samples of a body, its top_k (the body's, else the query's, None if neither), and
+        whether the samples are raw values, which the batch they run in prepares (JSON), or model
+        inputs already (an upload)."""
         media_type = content_type.split(";")[0].strip().lower()
         # Most requests have no query, which would be parsed all the same.
         query = QueryParams(scope["query_string"]).get("top_k") if scope["query_string"] else None
@@ -120,9 +120,10 @@ class Predict:
             top_k = None if query is None else api_top_k(query)
             if media_type == "multipart/form-data":
                 headers = Headers(scope=scope)
-                return await from_upload(headers, body, self.manifest, self.limit), top_k
+                inputs = await from_upload(headers, body, self.manifest, self.limit)
+                return inputs, top_k, False
             if media_type in ("application/json", ""):
-                return from_json(body, self.manifest, self.requests, top_k)
+                return *from_json(body, self.kind, self.manifest, self.requests, top_k), True
         except UserError as error:
             raise refuse(422, str(error)) from None
         raise refuse(
@@ -130,6 +131,20 @@ class Predict:
             f"Content-Type {media_type} is not accepted: send application/json, or an image "
             "as multipart/form-data",
         )
+
+
+def prepared(kind: ModuleType, preprocessing: Preprocessing, raw: np.ndarray) -> np.ndarray:
+    """Model inputs from the raw samples of a batch of requests, or of one: the input kind's
+    `prepare` where it has one, else the samples as from_json left them; refused in one line if a
+    sample is not finite (a value beyond float32)."""
+    if hasattr(kind, "prepare"):
+        try:
+            raw = kind.prepare(raw, preprocessing, "inputs")
+        except UserError as error:
+            raise refuse(422, str(error)) from None
+    if not np.isfinite(raw).all():  # the common case in one call; which samples, if not
+        raise non_finite_refusal(raw)
+    return raw
 
 
 def non_finite_refusal(inputs: np.ndarray) -> HTTPException:
@@ -203,10 +218,10 @@ def parsed_json(body: bytes):
 
 
 def from_json(
-    body: bytes, manifest: Manifest, models: dict, top_k: int | None
+    body: bytes, kind: ModuleType, manifest: Manifest, models: dict, top_k: int | None
 ) -> tuple[np.ndarray, int | None]:
-    """Model inputs from `{"inputs": raw values}` or `{"rows": [{column: value}]}` (as the input
-    kind takes them), checked with the request `models` (api.py), and the request's top_k: the
+    """The samples of `{"inputs": raw values}` or `{"rows": [{column: value}]}`, as the input
+    `kind` reads them, checked with the request `models` (api.py), and the request's top_k: the
     body's, else the query's (`top_k`, checked, None if the query has none)."""
     payload = parsed_json(body)
     if (
@@ -217,7 +232,6 @@ def from_json(
         got = f"keys {sorted(payload)}" if isinstance(payload, dict) else type(payload).__name__
         expected = 'expected {"inputs": [...]} or {"rows": [...]}, and "top_k"'
         raise refuse(422, f"{expected}; got {got}")
-    kind = kind_of(manifest)
     key = "inputs" if "inputs" in payload else "rows"
     if key not in models:  # a form the kind does not take: its own line says what it takes
         kind.from_json(payload, manifest.preprocessing)
@@ -268,11 +282,14 @@ async def from_upload(headers: Headers, body: bytes, manifest: Manifest, limit: 
         raise refuse(422, f'send the file in the form field "file" alone; got also {others}')
     name, data = upload.filename or "the upload", await upload.read()
     try:
-        return kind.from_upload(data, name, manifest.preprocessing)
+        inputs = kind.from_upload(data, name, manifest.preprocessing)
     except TooLarge as error:
         raise refuse(413, str(error)) from None
     except UserError as error:
         raise refuse(400, str(error)) from None
+    if not np.isfinite(inputs).all():
+        raise non_finite_refusal(inputs)
+    return inputs
 
 
 def authorize(given: str, key: str | None) -> None:
@@ -321,7 +338,11 @@ def build_app(
     # The API changes with the model (its input, its classes): the document's version is its own.
     openapi = document(manifest, "Predictions of the model", model.sha256[:12], bool(api_key))
     batcher = MicroBatcher(
-        partial(predict_samples, session, manifest), options.max_batch_size, options.batch_timeout
+        partial(prepared, kind_of(manifest), manifest.preprocessing),
+        partial(outputs, session),
+        partial(decoded, manifest),
+        options.max_batch_size,
+        options.batch_timeout,
     )
     predict = Predict(manifest, options, api_key, batcher)
 

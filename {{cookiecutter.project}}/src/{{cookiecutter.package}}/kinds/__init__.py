@@ -16,6 +16,10 @@ A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
 - `from_arrays(array, preprocessing, source) -> inputs`: raw values as the dataset stores them
   (a .npy file, a request's `inputs`);
 - `from_json(payload, preprocessing) -> inputs`: a request's JSON body (`inputs` or `rows`);
+  optionally `prepare(raw, preprocessing, source) -> inputs`, which does for a whole batch at
+  once what is left to do after `from_json`, whose result is then raw values that `prepare` takes
+  (the server prepares the requests it batches together in one call, and each request alone only
+  to tell which one `prepare` refused);
 - `json_forms(preprocessing) -> dict`: the keys a request's JSON body may give its samples
   under (one per request), each with the type of its value, for the server's Pydantic models
   and OpenAPI document (`arrays(...)` below builds arrays of numbers): exactly what

@@ -187,6 +187,12 @@ def image_files(folder: Path) -> list[Path]:
 def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
     """Model inputs from raw values as the dataset stores them, of the model's shape (one sample,
     or no single channel axis, is fine)."""
+    return prepare(shaped(array, preprocessing, source), preprocessing, source)
+
+
+def shaped(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
+    """Raw values of the model's shape, or one sample, or without a single channel axis, as a
+    batch (N, C, H, W)."""
     if array.dtype.kind not in "fiu":
         raise UserError(f"{source} holds {array.dtype} values; expected raw values as numbers")
     shape = tuple(input_shape(preprocessing))
@@ -207,18 +213,24 @@ def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) ->
         )
     if not len(batch):
         raise UserError(f"{source} holds no samples")
+    return batch
+
+
+def prepare(raw: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
+    """Model inputs from a batch of raw values (N, C, H, W), refused if one lies outside
+    value_range."""
     low, high = preprocessing.value_range
-    if not (batch.min() >= low and batch.max() <= high):  # or NaN: the finite ones are looked at
+    if not (raw.min() >= low and raw.max() <= high):  # or NaN: the finite ones are looked at
         # Values beyond float32 become infinite, refused as such where inputs are checked.
         with np.errstate(over="ignore", invalid="ignore"):
-            batch = batch.astype(np.float32)
-        outside = batch[np.isfinite(batch) & ((batch < low) | (batch > high))]
+            raw = raw.astype(np.float32)
+        outside = raw[np.isfinite(raw) & ((raw < low) | (raw > high))]
         if len(outside):
             raise UserError(
                 f"{source} holds values from {outside.min():g} to {outside.max():g}, outside "
                 f"{low:g}..{high:g}: raw values as the training data stores them (value_range)"
             )
-    return normalize(batch, preprocessing)
+    return normalize(raw, preprocessing)
 
 
 def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
@@ -249,13 +261,14 @@ def json_forms(preprocessing: Preprocessing) -> dict:
 
 
 def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
+    """The raw values of a request, as a batch that `prepare` makes model inputs of."""
     if "inputs" not in payload:
         raise UserError(f"this model takes {REQUEST}")
     try:
         values = np.asarray(payload["inputs"])
     except ValueError:  # ragged
         raise UserError("inputs must be an array of numbers, every row as long") from None
-    return from_arrays(values, preprocessing, "inputs")
+    return shaped(values, preprocessing, "inputs")
 
 
 def from_upload(data: bytes, name: str, preprocessing: Preprocessing) -> np.ndarray:
