@@ -43,6 +43,8 @@ QUIET = ["logger=csv", "trainer.enable_progress_bar=false", "trainer.enable_mode
 # and one tiny epoch, for tests of the machinery rather than of learning.
 FEW_BATCHES = ["+trainer.limit_train_batches=6", "+trainer.limit_val_batches=2"]
 SHORT = ["trainer.max_epochs=2", *FEW_BATCHES]
+# last.ckpt at the end of every epoch, for tests that stop a run once it holds a given epoch.
+EVERY_EPOCH = ["callbacks.last_checkpoint.min_interval_s=0"]
 TINY = [
     "trainer.max_epochs=1",
     "+trainer.limit_train_batches=3",

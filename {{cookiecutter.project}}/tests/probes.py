@@ -53,6 +53,16 @@ class RankRecorder(pl.Callback):
         return {k: v.item() for k, v in trainer.callback_metrics.items() if k.startswith(prefix)}
 
 
+class SavedEpochs(pl.Callback):
+    """The epoch of every checkpoint saved, in turn."""
+
+    def __init__(self):
+        self.epochs = []
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint):
+        self.epochs.append(checkpoint["epoch"])
+
+
 class PoisonWeights(pl.Callback):
     """Turns the weights to NaN before training step `step`: a stand-in for a diverging run.
     With `rank`, only on that DDP rank: the others catch it through the gradient all-reduce."""

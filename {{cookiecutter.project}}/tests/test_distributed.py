@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 from conftest import (
     ALLOWED,
     CONFIGS,
+    EVERY_EPOCH,
     QUIET,
     ROOT,
     compose_config,
@@ -81,9 +82,8 @@ def test_ddp_shards_syncs_and_writes_once(launcher, tmp_path):
     ]
     saved = ranks[0]["saved"]
     assert ranks[1]["saved"] == [] and len(saved) == len({tuple(entry) for entry in saved})
-    assert {(0, "last.ckpt"), (1, "last.ckpt"), (0, "best.ckpt")} <= {
-        tuple(entry) for entry in saved
-    }
+    # last.ckpt at the end of the last epoch at least (the ranks agree on when it is due).
+    assert {(1, "last.ckpt"), (0, "best.ckpt")} <= {tuple(entry) for entry in saved}
 
     # Validation and test metrics are the same on both ranks, are what metrics.json holds, and
     # match one process evaluating the same weights on the whole split.
@@ -112,6 +112,7 @@ def test_a_nan_loss_on_one_rank_stops_every_rank_at_that_step(tmp_path):
         *QUIET,
         *SPLITS,
         "trainer=ddp_cpu",
+        *EVERY_EPOCH,
         "trainer.max_epochs=3",
         "+trainer.limit_train_batches=6",
         "+trainer.limit_val_batches=2",
@@ -141,7 +142,8 @@ def test_sigterm_to_the_launching_process_stops_every_rank_with_one_line(tmp_pat
     # ranks waiting for each other in different collectives: the result comes back only once
     # both processes have ended (they share its output), within the timeout.
     last = tmp_path / "checkpoints" / "last.ckpt"
-    command = [*QUIET, "trainer=ddp_cpu", "trainer.max_epochs=30", f"hydra.run.dir={tmp_path}"]
+    command = [*QUIET, *EVERY_EPOCH, "trainer=ddp_cpu", "trainer.max_epochs=30"]
+    command.append(f"hydra.run.dir={tmp_path}")
     result = stop_at_epoch(start_cli("train.py", *command), last, 0, signal.SIGTERM)
     assert result.returncode == 128 + signal.SIGTERM, result.stderr[-3000:]
     assert set(error_lines(result)) == {

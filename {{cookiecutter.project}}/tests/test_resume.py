@@ -11,6 +11,7 @@ import time
 import pytest
 import torch
 from conftest import (
+    EVERY_EPOCH,
     FEW_BATCHES,
     QUIET,
     ROOT,
@@ -48,7 +49,8 @@ def test_resume_path_prefers_ckpt_path_then_the_runs_own_last_checkpoint(trained
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_result(tmp_path):
     short = ["+trainer.limit_train_batches=10", "+trainer.limit_val_batches=2", "test=false"]
-    overrides = [*QUIET, *short, "trainer.max_epochs=5", "seed=3", "trainer.deterministic=true"]
+    overrides = [*QUIET, *short, *EVERY_EPOCH, "trainer.max_epochs=5", "seed=3"]
+    overrides.append("trainer.deterministic=true")
     train(compose_config("train", tmp_path / "whole", overrides[len(QUIET) :]))
 
     run_dir = tmp_path / "killed"
@@ -96,7 +98,7 @@ def ignore_ctrl_c() -> None:
 def test_ctrl_c_stops_a_run_started_with_it_ignored(tmp_path):
     run_dir = tmp_path / "run"
     short = ["+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1"]
-    command = [*QUIET, *short, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
+    command = [*QUIET, *short, *EVERY_EPOCH, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
     process = start_cli("train.py", *command, preexec_fn=ignore_ctrl_c)
     result = stop_at_epoch(process, run_dir / "checkpoints" / "last.ckpt", 0, signal.SIGINT)
     assert result.returncode == 128 + signal.SIGINT, result.stderr[-3000:]
@@ -112,7 +114,7 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
     run_dir = tmp_path / "run"
     last = run_dir / "checkpoints" / "last.ckpt"
     short = ["+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1"]
-    command = [*QUIET, *short, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
+    command = [*QUIET, *short, *EVERY_EPOCH, "trainer.max_epochs=20", f"hydra.run.dir={run_dir}"]
     resume = f"to resume, rerun the same command with hydra.run.dir={run_dir}"
 
     # Ctrl-C, then SIGTERM in the resumed run: neither passes for a success.
@@ -196,7 +198,7 @@ def test_a_nan_loss_stops_with_one_line_and_keeps_the_checkpoints(tmp_path, log_
     poison = ["+callbacks.poison._target_=probes.PoisonWeights", "+callbacks.poison.step=8"]
     logging = [f"trainer.log_every_n_steps={log_every_n_steps}", *SMALL_BATCHES]
     with pytest.raises(UserError, match=r"train/loss is NaN or infinite at step 8 \(epoch 1\)"):
-        train(compose_config("train", tmp_path, [*THREE_EPOCHS, *poison, *logging]))
+        train(compose_config("train", tmp_path, [*THREE_EPOCHS, *EVERY_EPOCH, *poison, *logging]))
     last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
     assert last["epoch"] == 0
     assert all(

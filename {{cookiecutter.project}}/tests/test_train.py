@@ -160,6 +160,39 @@ def test_resume_continues_the_epoch_count(tmp_path):
         train(beyond)
 
 
+@pytest.mark.parametrize(
+    ("min_interval_s", "stop_early", "saved"),
+    [(0, False, [0, 1, 2]), (3600, False, [2]), (3600, True, [1])],
+    ids=["every epoch", "the last epoch", "the epoch early stopping ends"],
+)
+def test_last_ckpt_is_written_once_its_interval_has_passed_and_at_the_last_epoch(
+    tmp_path, min_interval_s, stop_early, saved
+):
+    from {{ cookiecutter.package }}.builders import build_datamodule, build_model
+    from {{ cookiecutter.package }}.callbacks import LastCheckpoint
+
+    cfg = compose_config("train", tmp_path, SHORT)
+    datamodule = build_datamodule(cfg)
+    model, probe = build_model(cfg), probes.SavedEpochs()
+    last = LastCheckpoint(
+        dirpath=tmp_path / "checkpoints", filename="last", min_interval_s=min_interval_s
+    )
+    # No improvement can be this large: early stopping ends training after epoch 1.
+    stopper = EarlyStopping(cfg.model.monitor, min_delta=1e9, patience=1, mode=cfg.model.mode)
+    trainer = pl.Trainer(
+        max_epochs=3,
+        limit_train_batches=3,
+        limit_val_batches=2,
+        callbacks=[last, probe, *([stopper] if stop_early else [])],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    trainer.fit(model, datamodule=datamodule)
+    assert probe.epochs == saved
+    assert load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["epoch"] == saved[-1]
+
+
 def test_bf16_mixed_precision_trains_on_cpu(tmp_path):
     train(
         compose_config(
