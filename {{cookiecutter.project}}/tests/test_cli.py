@@ -203,6 +203,14 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
         (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),
+        (
+            ["callbacks.last_checkpoint.min_interval_s=-1"],
+            "LastCheckpoint's min_interval_s=-1 must be seconds, 0 or more",
+        ),
+        (
+            ["callbacks.confusion_matrix.min_interval_s=abc"],
+            "ConfusionMatrixImage's min_interval_s=abc must be seconds, 0 or more",
+        ),
         (["trainer.devices=0"], "Lightning refuses the trainer settings: `Trainer(devices=0)`"),
         pytest.param(
             ["trainer.accelerator=gpu"],

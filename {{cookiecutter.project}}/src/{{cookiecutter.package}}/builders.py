@@ -2,6 +2,7 @@
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 import pytorch_lightning as pl
 import torch
@@ -43,8 +44,8 @@ def instantiate_group(group: DictConfig | None) -> list:
     if not group:
         return []
     if "_target_" in group:
-        return [instantiate(group)]
-    return [instantiate(entry) for entry in group.values() if entry and "_target_" in entry]
+        return [instantiated(group)]
+    return [instantiated(entry) for entry in group.values() if entry and "_target_" in entry]
 
 
 def seed_everything(seed: int | None) -> None:
@@ -166,11 +167,16 @@ def check_task(model_class: type, target: Target) -> None:
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
     # The model builds its parts itself from plain dicts, which it saves as hyperparameters.
+    return instantiated(config, _recursive_=False, _convert_="all")
+
+
+def instantiated(config: DictConfig | dict, **options: Any) -> Any:
+    """`instantiate(config, **options)`. A target that refuses its settings raises a UserError,
+    which Hydra wraps once for each level (a network in a model): one line for the user, not the
+    wrapping."""
     try:
-        return instantiate(config, _recursive_=False, _convert_="all")
+        return instantiate(config, **options)
     except InstantiationException as error:
-        # A network that refuses its settings raises a UserError, which Hydra wraps once for
-        # the network and once for the model: one line for the user, not the wrapping.
         cause = error
         while isinstance(cause, InstantiationException) and cause.__cause__:
             cause = cause.__cause__

@@ -259,6 +259,13 @@ class ServeOptions(Options):
         return self
 
 
+def check_seconds(value: Any, setting: str) -> float:
+    """A time interval of a callback: seconds, 0 or more."""
+    if type(value) not in (int, float) or not value >= 0:  # and NaN
+        raise UserError(f"{setting}={value} must be seconds, 0 or more")
+    return value
+
+
 def check_seed(seed: Any) -> None:
     """None draws a seed."""
     if seed is not None and (type(seed) is not int or not 0 <= seed < 2**32):

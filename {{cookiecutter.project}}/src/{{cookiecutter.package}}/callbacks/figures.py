@@ -11,6 +11,7 @@ from matplotlib.image import imsave
 from pytorch_lightning.loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
 from ..files import staged
+from ..options import check_seconds
 
 
 def to_rgb(figure: Figure) -> np.ndarray:
@@ -51,7 +52,8 @@ class ValidationPictures(pl.Callback):
 
     def __init__(self, dirpath: str, min_interval_s: float = 30.0):
         self.dirpath = Path(dirpath)
-        self.min_interval_s = min_interval_s
+        setting = f"{type(self).__name__}'s min_interval_s"
+        self.min_interval_s = check_seconds(min_interval_s, setting)
         self.active = False
         self.pending = None  # the latest validation's results, not drawn yet
         self.drawn_at = 0.0

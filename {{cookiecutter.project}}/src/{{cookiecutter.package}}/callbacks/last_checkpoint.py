@@ -4,6 +4,8 @@ import time
 
 from pytorch_lightning.callbacks import ModelCheckpoint
 
+from ..options import check_seconds
+
 
 class LastCheckpoint(ModelCheckpoint):
     """The checkpoint to resume a run from: written at the end of an epoch once `min_interval_s`
@@ -13,7 +15,7 @@ class LastCheckpoint(ModelCheckpoint):
 
     def __init__(self, min_interval_s: float = 10.0, **kwargs):
         super().__init__(save_on_train_epoch_end=True, **kwargs)
-        self.min_interval_s = min_interval_s
+        self.min_interval_s = check_seconds(min_interval_s, "LastCheckpoint's min_interval_s")
         self.due = 0.0
 
     def on_train_start(self, trainer, pl_module):
