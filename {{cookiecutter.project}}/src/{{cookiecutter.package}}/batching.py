@@ -24,7 +24,7 @@ TURNS = 3
 log = logging.getLogger("uvicorn.error")
 
 
-@dataclass
+@dataclass(slots=True)
 class Request:
     samples: np.ndarray
     top_k: int

@@ -35,12 +35,13 @@ from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .api import document, request_models
+from .api import TOP_K, document, request_models
 from .api import top_k as api_top_k
 from .batching import MicroBatcher
 from .console import TooLarge, UserError
 from .contract import Artifact, Manifest, Preprocessing
 from .inference import decoded, kind_of, load_export, non_finite, outputs, variant_entry
+from .kinds import number_arrays
 from .options import ServeOptions
 from .upstream import read_deadline_protocol
 
@@ -81,8 +82,10 @@ class Predict:
         self.manifest, self.api_key, self.batcher = manifest, api_key, batcher
         self.kind = kind_of(manifest)
         self.limit, self.most = options.max_request_bytes, options.max_request_samples
-        self.read_timeout = options.read_timeout
+        self.deadlines = BodyDeadlines(options.read_timeout)
         self.requests = request_models(manifest)
+        forms = self.kind.json_forms(manifest.preprocessing)
+        self.numeric = {key for key, form in forms.items() if number_arrays(form)}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -99,7 +102,7 @@ class Predict:
         headers = dict(reversed(scope["headers"]))
         authorize(headers.get(b"x-api-key", b"").decode("latin-1"), self.api_key)
         declared = headers.get(b"content-length", b"").decode("latin-1")
-        body = await read_body(receive, declared, self.limit, self.read_timeout)
+        body = await read_body(receive, declared, self.limit, self.deadlines)
         content_type = headers.get(b"content-type", b"").decode("latin-1")
         samples, top_k, raw = await self.parsed(scope, content_type, body)
         if len(samples) > self.most:
@@ -123,7 +126,7 @@ class Predict:
                 inputs = await from_upload(headers, body, self.manifest, self.limit)
                 return inputs, top_k, False
             if media_type in ("application/json", ""):
-                return *from_json(body, self.kind, self.manifest, self.requests, top_k), True
+                return *self.from_json(body, top_k), True
         except UserError as error:
             raise refuse(422, str(error)) from None
         raise refuse(
@@ -131,6 +134,33 @@ class Predict:
             f"Content-Type {media_type} is not accepted: send application/json, or an image "
             "as multipart/form-data",
         )
+
+    def from_json(self, body: bytes, top_k: int | None) -> tuple[np.ndarray, int | None]:
+        """The samples of `{"inputs": raw values}` or `{"rows": [{column: value}]}`, as the input
+        kind reads them, checked with the request models (api.py), and the request's top_k: the
+        body's, else the query's (`top_k`, checked, None if the query has none)."""
+        kind, preprocessing = self.kind, self.manifest.preprocessing
+        payload = request_object(body)
+        key = "inputs" if "inputs" in payload else "rows"
+        if key not in self.requests:  # a form the kind does not take: its own line says so
+            kind.from_json(payload, preprocessing)
+        if key in self.numeric and numbers_only(body, len(payload)):
+            # Then the request model would check only what the kind checks, the arrays' shapes
+            # (json_forms gives exactly what from_json takes), and cost as much as the rest of
+            # reading the request. What either refuses goes the long way, for its line.
+            try:
+                inputs = kind.from_json(payload, preprocessing)
+                if "top_k" in payload:
+                    top_k = TOP_K.validate_python(payload["top_k"])
+                return inputs, top_k
+            except Exception:
+                pass
+        try:
+            validated = self.requests[key].model_validate(payload)
+        except ValidationError as error:
+            raise refuse(422, refusal(error, payload, kind, self.manifest)) from None
+        inputs = kind.from_json(payload, preprocessing)
+        return inputs, validated.top_k if "top_k" in payload else top_k  # the body's counts
 
 
 def prepared(kind: ModuleType, preprocessing: Preprocessing, raw: np.ndarray) -> np.ndarray:
@@ -154,18 +184,53 @@ def non_finite_refusal(inputs: np.ndarray) -> HTTPException:
     return refuse(422, f"{which} NaN or infinite values (or values beyond float32)")
 
 
-async def read_body(receive: Receive, declared: str, limit: int, timeout: float) -> bytes:
+class BodyDeadlines:
+    """Cancels a task that reads a body once `timeout` seconds have passed since it began, with
+    one timer for every task reading: in uvloop, a timer of its own costs each request about a
+    tenth of its share of the model. asyncio.wait_for would also start a task for every chunk."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        # Each task's deadline, in the order they began: the first is the next due.
+        self.reading: dict[asyncio.Task, float] = {}
+        self.late: set[asyncio.Task] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def begin(self) -> asyncio.Task:
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        assert task is not None
+        self.reading[task] = due = loop.time() + self.timeout
+        if self.timer is None:
+            self.timer = loop.call_at(due, self.expire)
+        return task
+
+    def end(self, task: asyncio.Task) -> None:
+        self.reading.pop(task, None)
+        self.late.discard(task)
+
+    def expire(self) -> None:
+        """Cancels the tasks whose deadline has passed; the timer waits for the next one."""
+        loop, self.timer = asyncio.get_running_loop(), None
+        while self.reading:
+            task, due = next(iter(self.reading.items()))
+            if due > loop.time():
+                self.timer = loop.call_at(due, self.expire)
+                return
+            del self.reading[task]
+            self.late.add(task)
+            task.cancel()
+
+
+async def read_body(
+    receive: Receive, declared: str, limit: int, deadlines: BodyDeadlines
+) -> bytes:
     """The body, refused as soon as it is known to be over `limit` bytes: by its Content-Length
     (`declared`) before any of it is read, or while a chunked one arrives; and refused if it has
-    not all arrived within `timeout` seconds."""
+    not all arrived by its deadline."""
     if declared.isdigit() and int(declared) > limit:
         raise refuse(413, f"the body is {declared} bytes, over max_request_bytes={limit}")
     chunks, size = [], 0
-    # One timer for the whole body, which cancels this task when it fires: asyncio.wait_for
-    # would start a task for every chunk, which costs a small request more than its model.
-    task, late = asyncio.current_task(), []
-    assert task is not None
-    timer = asyncio.get_running_loop().call_later(timeout, lambda: late.append(task.cancel()))
+    task = deadlines.begin()
     try:
         more = True
         while more:
@@ -178,11 +243,12 @@ async def read_body(receive: Receive, declared: str, limit: int, timeout: float)
                 await drain(receive, more, limit)
                 raise refuse(413, f"the body is over max_request_bytes={limit}")
     except asyncio.CancelledError:
-        if not late:  # not the timer's: the server stops
+        if task not in deadlines.late:  # not the deadline's: the server stops
             raise
+        timeout = deadlines.timeout
         raise refuse(408, f"the body did not arrive within read_timeout={timeout} s") from None
     finally:
-        timer.cancel()
+        deadlines.end(task)
     if not size:
         raise refuse(400, 'the body is empty: send JSON {"inputs": ...} or an image as "file"')
     return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -217,12 +283,8 @@ def parsed_json(body: bytes):
         raise refuse(400, f"the body is not valid JSON: {error}") from None
 
 
-def from_json(
-    body: bytes, kind: ModuleType, manifest: Manifest, models: dict, top_k: int | None
-) -> tuple[np.ndarray, int | None]:
-    """The samples of `{"inputs": raw values}` or `{"rows": [{column: value}]}`, as the input
-    `kind` reads them, checked with the request `models` (api.py), and the request's top_k: the
-    body's, else the query's (`top_k`, checked, None if the query has none)."""
+def request_object(body: bytes) -> dict:
+    """The body's JSON object, refused unless it holds "inputs" or "rows", and maybe "top_k"."""
     payload = parsed_json(body)
     if (
         not isinstance(payload, dict)
@@ -232,15 +294,19 @@ def from_json(
         got = f"keys {sorted(payload)}" if isinstance(payload, dict) else type(payload).__name__
         expected = 'expected {"inputs": [...]} or {"rows": [...]}, and "top_k"'
         raise refuse(422, f"{expected}; got {got}")
-    key = "inputs" if "inputs" in payload else "rows"
-    if key not in models:  # a form the kind does not take: its own line says what it takes
-        kind.from_json(payload, manifest.preprocessing)
-    try:
-        validated = models[key].model_validate(payload)
-    except ValidationError as error:
-        raise refuse(422, refusal(error, payload, kind, manifest)) from None
-    inputs = kind.from_json(payload, manifest.preprocessing)
-    return inputs, validated.top_k if "top_k" in payload else top_k  # the body's counts
+    return payload
+
+
+def numbers_only(body: bytes, keys: int) -> bool:
+    """Whether a JSON object of `keys` keys holds nothing but numbers, in arrays or not: no text
+    (its only quotes are its keys'), no true, false or null, and no object inside it."""
+    return (
+        body.count(b'"') == 2 * keys
+        and body.count(b"{") == 1
+        and b"true" not in body
+        and b"false" not in body
+        and b"null" not in body
+    )
 
 
 def refusal(error: ValidationError, payload: dict, kind: ModuleType, manifest: Manifest) -> str:

@@ -40,7 +40,7 @@ Inputs are arrays of (N, *input_shape) of DTYPE; a bad one is a UserError with o
 
 import sys
 from types import ModuleType
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Union, get_args
 
 from pydantic import Discriminator, Field, Tag
 
@@ -48,6 +48,9 @@ from .. import plugins
 
 # The largest float32: the model's inputs are float32, larger values are refused as infinite.
 FLOAT32_MAX = 3.4028234663852886e38
+# What marks the types of `arrays` of numbers: the server reads a body that holds only numbers
+# under such a key with the kind's from_json alone, which checks what Pydantic would.
+NUMBER_ARRAYS = "arrays of numbers"
 
 
 def number(low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX) -> Any:
@@ -91,7 +94,15 @@ def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
     for shape in shapes:
         by_depth.setdefault(len(shape), []).append(nested(shape))
     tagged = [Annotated[Union[tuple(same)], Tag(str(n))] for n, same in by_depth.items()]  # noqa: UP007
-    return Annotated[Union[tuple(tagged)], Discriminator(depth)]  # noqa: UP007  (a built union)
+    union = Union[tuple(tagged)]  # noqa: UP007  (a built union)
+    if (get_args(values) or [values])[0] is float:
+        return Annotated[union, Discriminator(depth), NUMBER_ARRAYS]
+    return Annotated[union, Discriminator(depth)]
+
+
+def number_arrays(form: Any) -> bool:
+    """Whether a json_forms type is `arrays` of numbers."""
+    return NUMBER_ARRAYS in getattr(form, "__metadata__", ())
 
 
 def depth(value: Any) -> str:
