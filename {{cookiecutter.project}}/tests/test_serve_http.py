@@ -160,6 +160,11 @@ BAD_REQUESTS = {
         "has shape (3, 3); expected (N, 1, 8, 8)",
     ),
     "ragged": (dict(json={"inputs": [[1, 2], [3]]}), 422, "every row as long"),
+    "nested 70 deep": (
+        dict(data=b'{"inputs": ' + b"[" * 70 + b"1" + b"]" * 70 + b"}", headers=JSON),
+        422,
+        "inputs nests arrays 70 deep: send samples of the model's input shape",
+    ),
     "no samples": (dict(json={"inputs": []}), 422, "has shape (0,); expected"),
     "strings": (dict(json={"inputs": [["a"] * 8] * 8}), 422, "expected raw values as numbers"),
     "nulls": (dict(json={"inputs": [[None] * 8] * 8}), 422, "holds object values"),

@@ -42,9 +42,11 @@ import sys
 from types import ModuleType
 from typing import Annotated, Any, Union, get_args
 
+import numpy as np
 from pydantic import Discriminator, Field, Tag
 
 from .. import plugins
+from ..console import UserError
 
 # The largest float32: the model's inputs are float32, larger values are refused as infinite.
 FLOAT32_MAX = 3.4028234663852886e38
@@ -103,6 +105,21 @@ def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
 def number_arrays(form: Any) -> bool:
     """Whether a json_forms type is `arrays` of numbers."""
     return NUMBER_ARRAYS in getattr(form, "__metadata__", ())
+
+
+def number_array(values: Any, source: str) -> np.ndarray:
+    """A request's nested JSON arrays as one array, refused in one line where rows differ in
+    length or the arrays nest deeper than numpy's dimensions."""
+    try:
+        return np.asarray(values)
+    except ValueError:
+        deep = int(depth(values))
+        if deep > 32:  # numpy's limit is 64; no input nests half as deep
+            raise UserError(
+                f"{source} nests arrays {deep} deep: send samples of the model's input shape "
+                "(GET /info)"
+            ) from None
+        raise UserError(f"{source} must be an array of numbers, every row as long") from None
 
 
 def depth(value: Any) -> str:

@@ -13,7 +13,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..console import TooLarge, UserError
 from ..contract import Preprocessing as BasePreprocessing
-from . import arrays, number
+from . import arrays, number, number_array
 
 # The image files that the images datamodule reads and predict accepts.
 SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -264,11 +264,7 @@ def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
     """The raw values of a request, as a batch that `prepare` makes model inputs of."""
     if "inputs" not in payload:
         raise UserError(f"this model takes {REQUEST}")
-    try:
-        values = np.asarray(payload["inputs"])
-    except ValueError:  # ragged
-        raise UserError("inputs must be an array of numbers, every row as long") from None
-    return shaped(values, preprocessing, "inputs")
+    return shaped(number_array(payload["inputs"], "inputs"), preprocessing, "inputs")
 
 
 def from_upload(data: bytes, name: str, preprocessing: Preprocessing) -> np.ndarray:

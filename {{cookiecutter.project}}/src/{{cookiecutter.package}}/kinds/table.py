@@ -16,7 +16,7 @@ from ..columns import categories, date_format, datetimes, nested, numeric_column
 from ..console import UserError
 from ..contract import Model
 from ..contract import Preprocessing as BasePreprocessing
-from . import Number, arrays
+from . import Number, arrays, number_array
 
 SUFFIXES = (".csv", ".parquet", ".pq")
 READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
@@ -371,11 +371,7 @@ def json_forms(preprocessing: Preprocessing) -> dict:
 def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
     """`{"rows": [{column: value}]}`, or `{"inputs": [[numbers]]}` in column order."""
     if "inputs" in payload:
-        try:
-            values = np.asarray(payload["inputs"])
-        except ValueError:  # ragged
-            raise UserError("inputs must be an array of numbers, every row as long") from None
-        return from_arrays(values, preprocessing, "inputs")
+        return from_arrays(number_array(payload["inputs"], "inputs"), preprocessing, "inputs")
     rows = payload.get("rows")
     if (
         not isinstance(rows, list)
