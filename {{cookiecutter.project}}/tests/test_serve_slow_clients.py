@@ -8,6 +8,8 @@ import pytest
 from servers import Server, call
 from sklearn.datasets import load_digits
 
+from {{ cookiecutter.package }}.serving import BodyDeadlines
+
 pytestmark = pytest.mark.slow  # a server of several processes
 READ_TIMEOUT = 2  # seconds, as the server is started
 MAX_CONNECTIONS = 40
@@ -82,3 +84,26 @@ def test_beyond_max_connections_a_request_gets_503_at_once_until_slow_ones_are_c
         return beyond, await asyncio.to_thread(good, server)
 
     assert asyncio.run(run()) == (503, 200)
+
+
+def test_a_body_deadline_holds_in_each_event_loop_that_serves_the_app():
+    """One timer serves every body being read; the loop it was armed in may end before it
+    fires (an app served by one loop, then another), and a late reader is still cancelled."""
+    deadlines = BodyDeadlines(0.05)
+
+    async def read_quickly() -> None:
+        deadlines.end(deadlines.begin())
+
+    async def read_slowly() -> bool:
+        task = deadlines.begin()
+        try:
+            await asyncio.sleep(PATIENCE)
+        except asyncio.CancelledError:
+            return task in deadlines.late
+        finally:
+            deadlines.end(task)
+        return False
+
+    asyncio.run(read_quickly())  # ends with the timer armed, for a deadline not yet come
+    assert asyncio.run(read_slowly())
+    assert not deadlines.reading and not deadlines.late

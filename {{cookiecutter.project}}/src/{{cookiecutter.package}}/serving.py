@@ -195,13 +195,16 @@ class BodyDeadlines:
         self.reading: dict[asyncio.Task, float] = {}
         self.late: set[asyncio.Task] = set()
         self.timer: asyncio.TimerHandle | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     def begin(self) -> asyncio.Task:
         task, loop = asyncio.current_task(), asyncio.get_running_loop()
         assert task is not None
         self.reading[task] = due = loop.time() + self.timeout
-        if self.timer is None:
-            self.timer = loop.call_at(due, self.expire)
+        # A timer armed in a loop that has ended since (an app served by one loop, then
+        # another) would never fire.
+        if self.timer is None or loop is not self.loop:
+            self.timer, self.loop = loop.call_at(due, self.expire), loop
         return task
 
     def end(self, task: asyncio.Task) -> None:
