@@ -1,8 +1,8 @@
 """Throughput and latency of serving the export over HTTP, at several concurrencies, side by side:
 
     python benchmarks/serve_load.py [--requests 3000] [--levels 1 8 32] [--samples-per-request 1]
-                                    [--workers 1 2] [--export DIR [--texts CSV]] [--threads 1]
-                                    [--project DIR]
+                                    [--workers 1 2] [--rounds 3] [--export DIR [--texts CSV]]
+                                    [--threads 1] [--project DIR]
 
 Trains the default project briefly and exports it (or takes the export.py folder of an image
 or text model, --export), then sends JSON requests of raw values (digits; random values for
@@ -18,7 +18,9 @@ number of server processes, to:
 - in_process:       the limit, onnxruntime called in one process on the batches that C requests
                     make, from raw values to predictions, with no HTTP (serve_baselines.py).
 
-The client is one process of keep-alive connections on asyncio streams (uvloop where installed),
+Each round starts every server in turn, in rotating order; each cell is the median of its rounds
+(errors: their sum), so that a machine that runs slower for a minute slows one round of each
+variant rather than one variant. The client is one process of keep-alive connections on asyncio streams (uvloop where installed),
 lean enough that the floor, not the client, sets the pace; it runs on the same machine and takes
 its share of the cores. Every answer but the floor's is checked against in-process predictions
 after the cell. The server's CPU per request (all its processes, psutil) is steadier than
@@ -55,6 +57,8 @@ from common import (
 )
 
 VARIANTS = ["serve", "serve_unbatched", "fastapi_def", "asgi_constant", "in_process"]
+# What each round measures of a server at one concurrency, and the cells report the median of.
+FIGURES = ["samples_per_s", "p50_ms", "p99_ms", "server_cpu_us", "client_cpu_us"]
 try:
     import uvloop
 except ModuleNotFoundError:
@@ -154,6 +158,26 @@ def measure(server, port: int, requests, expected, args) -> list[dict]:
     return results
 
 
+def medians(rounds: list[list[dict]]) -> list[dict]:
+    """Each concurrency's figures over the rounds of one server: medians, with the errors summed,
+    the load averages' range and every round's figures."""
+    cells = []
+    for same in zip(*rounds, strict=True):
+        cell = {key: statistics.median(r[key] for r in same) for key in FIGURES}
+        loads = [load for r in same for load in r["load_average"]]
+        cells.append(
+            same[0]
+            | cell
+            | {
+                "errors": sum(r["errors"] for r in same),
+                "first_errors": [error for r in same for error in r["first_errors"]][:3],
+                "load_average": [min(loads), max(loads)],
+                "rounds": [{key: r[key] for key in FIGURES} for r in same],
+            }
+        )
+    return cells
+
+
 def variant_line(result: dict) -> str:
     return ", ".join(
         f"{key} {value:.4g}" if isinstance(value, float) else f"{key} {value}"
@@ -178,6 +202,7 @@ def main():
     parser.add_argument(
         "--workers", type=int, nargs="+", default=[1, 2], help="server processes, each in turn"
     )
+    parser.add_argument("--rounds", type=int, default=3, help="of every server, interleaved")
     parser.add_argument("--export", help="an export.py folder to serve instead of a new one")
     parser.add_argument(
         "--texts", help="for a text model's --export: a CSV whose text column the requests send"
@@ -185,6 +210,8 @@ def main():
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
     add_arguments(parser)
     args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if not args.threads:
         args.threads = 1  # onnxruntime threads per worker, as serve.yaml's default
     project = setup(args)
@@ -212,18 +239,32 @@ def main():
         for result, level in zip(limit["in_process"], args.levels, strict=True):
             result["concurrency"] = level  # the batch that `level` requests make
         results = {"in_process": limit["in_process"]} if "in_process" in args.variants else {}
-        for workers in args.workers:
-            for name in [variant for variant in args.variants if variant != "in_process"]:
-                port = free_port()
-                command = server_command(name, export_dir, workers, port, args.threads, scratch)
-                print(f"{name}, {workers} worker(s): {' '.join(command[1:])}", flush=True)
-                log = scratch / f"{name}-{workers}.log"
+        servers = [
+            (name, workers)
+            for workers in args.workers
+            for name in args.variants
+            if name != "in_process"
+        ]
+        rounds: dict[str, list] = {f"{name}/{workers}": [] for name, workers in servers}
+        for round_ in range(args.rounds):
+            turn = round_ % len(servers)
+            for name, workers in servers[turn:] + servers[:turn]:
+                port, folder = free_port(), scratch / f"round-{round_ + 1}"  # a run folder each
+                command = server_command(name, export_dir, workers, port, args.threads, folder)
+                print(
+                    f"round {round_ + 1}, {name}, {workers} worker(s): {' '.join(command[1:])}",
+                    flush=True,
+                )
+                log = folder / f"{name}-{workers}.log"
+                folder.mkdir(exist_ok=True)
                 server = start(command, project, env, port, log)
                 try:
                     checked = None if name == "asgi_constant" else expected
-                    results[f"{name}/{workers}"] = measure(server, port, requests, checked, args)
+                    measured = measure(server, port, requests, checked, args)
+                    rounds[f"{name}/{workers}"].append(measured)
                 finally:
                     stop(server)
+        results |= {key: medians(runs) for key, runs in rounds.items()}
 
     rows = [
         [
