@@ -96,7 +96,7 @@ def arrays(*shapes: tuple[int | None, ...], values: Any = Number) -> Any:
     for shape in shapes:
         by_depth.setdefault(len(shape), []).append(nested(shape))
     tagged = [Annotated[Union[tuple(same)], Tag(str(n))] for n, same in by_depth.items()]  # noqa: UP007
-    union = Union[tuple(tagged)]  # noqa: UP007  (a built union)
+    union: Any = Union[tuple(tagged)]  # noqa: UP007  (a built union)
     if (get_args(values) or [values])[0] is float:
         return Annotated[union, Discriminator(depth), NUMBER_ARRAYS]
     return Annotated[union, Discriminator(depth)]
