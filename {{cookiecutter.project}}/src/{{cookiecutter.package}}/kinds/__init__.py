@@ -23,7 +23,8 @@ A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
 - `json_forms(preprocessing) -> dict`: the keys a request's JSON body may give its samples
   under (one per request), each with the type of its value, for the server's Pydantic models
   and OpenAPI document (`arrays(...)` below builds arrays of numbers): exactly what
-  `from_json` takes;
+  `from_json` takes, which checks those shapes itself (the server reads a body of numbers alone
+  with `from_json` only; `number_array(...)` below reads a request's nested arrays);
 - `REQUEST`: what a request sends, for one-line refusals;
 - `UPLOAD`: what the page's file chooser accepts (e.g. "image/*"), or None; if not None,
   `UPLOAD_TYPES`, the media types it stands for, and
