@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
@@ -191,6 +192,12 @@ def majority_share(datamodule, split: str = "test") -> float:
     dataset = datamodule.splits[split]  # in memory, or image files with their labels
     labels = np.asarray(dataset.targets if hasattr(dataset, "targets") else dataset.labels)
     return np.bincount(labels).max() / len(labels)
+
+
+def read_checkpoint(path: Path) -> dict:
+    """A checkpoint's tensors and settings (weights only), on the CPU: a run on a GPU saves its
+    tensors on the GPU."""
+    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def trained_data(run: Path):

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import ALLOWED, compose_config, error_lines, run_cli, run_entry_point
+from conftest import (
+    ALLOWED,
+    compose_config,
+    error_lines,
+    read_checkpoint,
+    run_cli,
+    run_entry_point,
+)
 from omegaconf import OmegaConf
 
 from {{ cookiecutter.package }}.builders import build_datamodule
@@ -67,7 +74,7 @@ def test_a_truncated_checkpoint_gives_a_clear_line_and_no_artifacts(trained_run,
 def flip_a_weight(best: Path, copy: Path) -> Path:
     """A copy of `best` with one bit flipped in the middle of its largest tensor's bytes, as a
     failing disk or a bad transfer would: the zip archive around them stays intact."""
-    weights = torch.load(best, weights_only=True)["state_dict"]
+    weights = read_checkpoint(best)["state_dict"]
     largest = max(weights.values(), key=lambda weight: weight.nbytes).numpy().tobytes()
     data = bytearray(best.read_bytes())
     assert data.count(largest) == 1
@@ -79,8 +86,8 @@ def flip_a_weight(best: Path, copy: Path) -> Path:
 def test_a_flipped_bit_loads_silently_with_torch_alone(trained_run, tmp_path):
     """Proves the case below is real: torch.load does not check the archive's CRCs."""
     best = trained_run / "checkpoints" / "best.ckpt"
-    flipped = torch.load(flip_a_weight(best, tmp_path / "flipped.ckpt"), weights_only=True)
-    real = torch.load(best, weights_only=True)
+    flipped = read_checkpoint(flip_a_weight(best, tmp_path / "flipped.ckpt"))
+    real = read_checkpoint(best)
     assert any(
         not torch.equal(flipped["state_dict"][name], weight)
         for name, weight in real["state_dict"].items()
@@ -183,7 +190,7 @@ def test_a_checkpoint_naming_code_is_refused_by_eval_export_and_resume(
 ):
     victim = tmp_path / "results.txt"
     victim.write_text(VICTIM)
-    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    real = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     checkpoint = tmp_path / f"{case}.ckpt"
     torch.save(hostile(real, case, victim), checkpoint)
     tasks = [(evaluate, "eval", True), (export, "export", False), (train, "train", True)]
@@ -202,7 +209,7 @@ def test_a_checkpoint_naming_code_is_refused_by_eval_export_and_resume(
 def test_the_cli_names_the_refused_target_in_one_line(trained_run, tmp_path):
     victim = tmp_path / "results.txt"
     victim.write_text(VICTIM)
-    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    real = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     torch.save(hostile(real, "file-write", victim), tmp_path / "hostile.ckpt")
     result = run_cli(
         "eval.py", f"ckpt_path={tmp_path / 'hostile.ckpt'}", f"hydra.run.dir={tmp_path / 'run'}"
@@ -249,7 +256,7 @@ def test_targets_are_allowed_only_where_they_are_defined():
 
 
 def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_path):
-    real = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    real = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     net = real["config"]["model"]["net"]
     # The same network, as a class of a module of the user's.
     net["_target_"] = own = f"probes.{net['_target_'].rsplit('.', 1)[1]}"
@@ -315,7 +322,7 @@ WRONG_TYPES = {
 @pytest.mark.slow  # a process per case that imports torch and Lightning
 @pytest.mark.parametrize(("edit", "message"), WRONG_TYPES.values(), ids=WRONG_TYPES)
 def test_checkpoint_fields_of_the_wrong_type_give_one_line(edit, message, trained_run, tmp_path):
-    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     edit(checkpoint)
     edited = tmp_path / "edited.ckpt"
     torch.save(checkpoint, edited)
@@ -336,7 +343,7 @@ def test_weights_of_another_architecture_give_one_line(trained_run, tmp_path):
         train(resume)
     # Recorded as the transformer, but holding the trained network's weights (a hand-edited
     # checkpoint, say).
-    real = torch.load(best, weights_only=True)
+    real = read_checkpoint(best)
     cfg = compose_config("train", tmp_path, other)
     build_datamodule(cfg)  # fills in the data's shapes, which the network is built for
     real["config"]["model"]["net"] = OmegaConf.to_container(cfg.model.net, resolve=True)

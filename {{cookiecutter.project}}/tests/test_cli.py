@@ -19,7 +19,7 @@ from conftest import (
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from {{ cookiecutter.package }}.builders import build_trainer
-from {{ cookiecutter.package }}.console import UserError
+from {{ cookiecutter.package }}.console import UserError, exit_with_error
 from {{ cookiecutter.package }}.plain_run import NotPlain, overrides
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.train import train
@@ -30,6 +30,8 @@ SLOW = pytest.mark.slow
 NO_GPU = pytest.mark.skipif(
     torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a GPU is present"
 )
+GPUS = torch.cuda.device_count()
+CUDA = pytest.mark.skipif(not GPUS, reason="no CUDA GPU")
 
 
 def first_line(result) -> str:
@@ -224,6 +226,11 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "trainer=ddp_cpu (DDP over CPU processes) or trainer=cpu",
             marks=NO_GPU,
         ),
+        pytest.param(
+            ["trainer=ddp", f"trainer.devices={GPUS + 1}"],
+            f"trainer.devices={GPUS + 1}: this machine has {GPUS} gpu device",
+            marks=CUDA,
+        ),
     ],
     ids=lambda value: " ".join(value) if isinstance(value, list) else "",
 )
@@ -234,6 +241,15 @@ def test_bad_settings_are_named_in_one_line_before_training(overrides, message, 
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_message_that_spans_lines_is_printed_as_one(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        exit_with_error("Lightning refuses:\n  You requested gpu: [0, 1]\n\n But it has: [0]\n")
+    assert stopped.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: Lightning refuses: You requested gpu: [0, 1] But it has: [0]\n"
+    )
 
 
 def test_more_devices_than_one_on_the_cpu_say_how_many_processes_start(tmp_path, caplog):

@@ -11,6 +11,7 @@ from conftest import (
     default_datamodule,
     kept_in_log,
     majority_share,
+    read_checkpoint,
     run_cli,
 )
 
@@ -63,7 +64,7 @@ def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
 # The checkpoint's weights are NaN on purpose: torchmetrics warns that it drops NaN losses.
 @pytest.mark.filterwarnings("ignore:Encountered `nan` values in tensor")
 def test_eval_of_a_diverged_checkpoint_writes_strict_json(trained_run, tmp_path):
-    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     for value in checkpoint["state_dict"].values():
         if value.is_floating_point():
             value.fill_(float("nan"))

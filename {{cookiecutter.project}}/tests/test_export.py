@@ -23,6 +23,7 @@ from conftest import (
     contract_of,
     default_datamodule,
     kept_in_log,
+    read_checkpoint,
     run_cli,
     write_inputs,
 )
@@ -238,7 +239,7 @@ def test_bad_options_fail_before_any_work(override, message, tmp_path):
 def test_a_diverged_checkpoint_is_refused_in_one_line_before_anything_is_written(
     trained_run, tmp_path
 ):
-    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     for value in checkpoint["state_dict"].values():
         if value.is_floating_point():
             value.fill_(float("nan"))

@@ -17,6 +17,7 @@ from conftest import (
     error_lines,
     example_overrides,
     majority_share,
+    read_checkpoint,
     run_cli,
     unchanged_but,
     write_inputs,
@@ -123,7 +124,7 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
     # What sweeps optimize, `<monitor>_best`, though the module does not log it.
     assert metrics["val/error_best"] <= metrics["val/error"]
     best = runs / "train" / "checkpoints" / "best.ckpt"
-    recorded = torch.load(best, weights_only=True)["config"]["model"]["_target_"]
+    recorded = read_checkpoint(best)["config"]["model"]["_target_"]
     assert recorded == f"{PACKAGE}.models.tiny.TinyModule"
 
     evaluated = cli(
@@ -187,7 +188,7 @@ def test_a_module_no_setting_allows_is_refused_until_configured(project, trained
     elsewhere = project / "src" / PACKAGE / "experimental"
     elsewhere.mkdir()
     shutil.copy(project / "src" / PACKAGE / "models" / "nets.py", elsewhere / "nets.py")
-    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     # The trained network's class, copied as it is (models/nets.py defines the CNN and MLP).
     name = checkpoint["config"]["model"]["net"]["_target_"].rsplit(".", 1)[1]
     target = f"{PACKAGE}.experimental.nets.{name}"

@@ -17,6 +17,7 @@ from conftest import (
     compose_config,
     error_lines,
     made_once,
+    read_checkpoint,
     run_cli,
     sentences,
     without_torch,
@@ -171,7 +172,7 @@ def test_an_image_backbone_fine_tunes_and_its_checkpoint_stands_alone(vit_run, t
 
     assert not (vit_run / "backbone").exists()
     best = vit_run / "run" / "checkpoints" / "best.ckpt"
-    checkpoint = torch.load(best, weights_only=True)
+    checkpoint = read_checkpoint(best)
     net = checkpoint["config"]["model"]["net"]
     assert net["backbone"]["_target_"] == (
         "transformers.models.vit.modeling_vit.ViTForImageClassification"
@@ -264,8 +265,8 @@ def test_training_resumes_without_the_backbone_s_folder(data, tmp_path):
     last = tmp_path / "first" / "checkpoints" / "last.ckpt"
     resumed = [*overrides, "trainer.max_epochs=2", f"ckpt_path={last}"]
     train(compose_config("train", tmp_path / "resumed", resumed))
-    before = torch.load(last, weights_only=True)
-    after = torch.load(tmp_path / "resumed" / "checkpoints" / "last.ckpt", weights_only=True)
+    before = read_checkpoint(last)
+    after = read_checkpoint(tmp_path / "resumed" / "checkpoints" / "last.ckpt")
     assert after["epoch"] == 1
     assert after["config"]["model"]["net"] == before["config"]["model"]["net"]
     assert after["config"]["contract"] == before["config"]["contract"]
@@ -427,7 +428,7 @@ def test_a_convolutional_backbone_fine_tunes_and_exports(data, tmp_path):
     report = json.loads((tmp_path / "export" / "report.json").read_text())
     assert report["passed"], report["failures"]
     assert report["results"]["onnx_optimized"]["optimization"]["optimizer"] == "level_all"
-    checkpoint = torch.load(tmp_path / "run" / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(tmp_path / "run" / "checkpoints" / "best.ckpt")
     assert checkpoint["config"]["contract"]["preprocessing"]["resampling"] == "bicubic"
 
 

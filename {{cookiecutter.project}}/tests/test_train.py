@@ -7,7 +7,6 @@ import warnings
 import probes
 import pytest
 import pytorch_lightning as pl
-import torch
 from conftest import (
     DIGITS,
     FEW_BATCHES,
@@ -15,6 +14,7 @@ from conftest import (
     compose_config,
     default_datamodule,
     majority_share,
+    read_checkpoint,
 )
 from pytorch_lightning.callbacks import Checkpoint, EarlyStopping, ModelSummary, ProgressBar
 
@@ -120,7 +120,7 @@ def test_validation_off_with_early_stopping_is_one_clear_line(tmp_path):
 
 
 def test_checkpoints_hold_only_plain_values(trained_run):
-    checkpoint = torch.load(trained_run / "checkpoints" / "best.ckpt", weights_only=True)
+    checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     # The network the model config declares for the data's kind, as a plain target.
     cfg = compose_config("train", trained_run / "cfg")
     net = cfg.model.nets[data_kind(cfg.data)]._target_

@@ -268,21 +268,39 @@ def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
     return [callback for callback in callbacks if not isinstance(callback, tuple(off))]
 
 
+def device_count(accelerator) -> int | None:
+    """How many devices of a trainer.accelerator this machine has: None where processes, not
+    devices, are counted (the CPU) or Lightning does not know the name (it refuses it itself)."""
+    if not isinstance(accelerator, str) or accelerator in ("cpu", "auto"):
+        return None
+    kinds = ["cuda", "mps"] if accelerator == "gpu" else [accelerator]
+    if not all(kind in AcceleratorRegistry for kind in kinds):
+        return None
+    accelerators = [AcceleratorRegistry[kind]["accelerator"] for kind in kinds]
+    return max(
+        (each.auto_device_count() for each in accelerators if each.is_available()), default=0
+    )
+
+
 def check_trainer_settings(trainer: DictConfig) -> None:
     """One line for trainer settings that Lightning refuses unclearly ("No supported gpu backend
     found!") or accepts and then fails on deep inside fit."""
     accelerator = trainer.get("accelerator")
-    kinds = ["cuda", "mps"] if accelerator == "gpu" else [accelerator]
-    if isinstance(accelerator, str) and all(
-        kind in AcceleratorRegistry and not AcceleratorRegistry[kind]["accelerator"].is_available()
-        for kind in kinds
-    ):
+    count = device_count(accelerator)
+    if count == 0:
         instead = "trainer=cpu"
         if trainer.get("strategy") == "ddp":
             instead = "trainer=ddp_cpu (DDP over CPU processes) or trainer=cpu"
         raise UserError(
             f"trainer.accelerator={accelerator}: this machine has no such device; train on the "
             f"CPU with {instead}"
+        )
+    devices = trainer.get("devices")
+    # Lightning's own refusal spans two lines and names device indices, not the setting.
+    if count is not None and type(devices) is int and devices > count:
+        raise UserError(
+            f"trainer.devices={devices}: this machine has {count} {accelerator} "
+            f"device{'s' if count > 1 else ''}; set trainer.devices={count}, or -1 for all of them"
         )
     for name, lowest in (("max_epochs", -1), ("check_val_every_n_epoch", 1)):
         value = trainer.get(name)

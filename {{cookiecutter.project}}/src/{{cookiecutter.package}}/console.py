@@ -30,6 +30,8 @@ def cannot_write(
 
 
 def exit_with_error(message: str, status: int = 1) -> NoReturn:
+    # Some libraries' messages span lines (Lightning's about devices): the user gets one.
+    message = " ".join(line.strip() for line in message.splitlines() if line.strip())
     log_only(f"error: {message}", logging.ERROR)
     # One write: under DDP every rank stops with this line, and lines that two processes write
     # to one stderr in several pieces can interleave.
