@@ -4,7 +4,9 @@ import json
 
 import pytest
 from conftest import FEW_BATCHES, QUIET, SMALL_BATCHES, compose_config, run_cli
+from pytorch_lightning.profilers import SimpleProfiler
 
+from {{ cookiecutter.package }}.builders import NoProfiler, build_trainer
 from {{ cookiecutter.package }}.tasks.train import train
 
 
@@ -16,6 +18,16 @@ def test_overfit_drives_the_training_loss_near_zero(tmp_path):
 def test_simple_profiler_writes_its_summary_to_the_run_dir(tmp_path):
     train(compose_config("train", tmp_path, ["debug=profiler", *FEW_BATCHES, "test=false"]))
     assert "run_training_batch" in (tmp_path / "fit-profile.txt").read_text()
+
+
+def test_without_a_profiler_the_hooks_run_unwrapped(tmp_path):
+    # Lightning wraps every hook it calls in the profiler's `profile`: with none configured, no
+    # context manager is built for each call.
+    profiler = build_trainer(compose_config("train", tmp_path, [])).profiler
+    assert isinstance(profiler, NoProfiler)
+    assert profiler.profile("[Callback]a.on_train_batch_end") is profiler.profile("b")
+    chosen = build_trainer(compose_config("train", tmp_path, ["+trainer.profiler=simple"]))
+    assert isinstance(chosen.profiler, SimpleProfiler)
 
 
 @pytest.mark.slow  # a train.py process
