@@ -43,9 +43,9 @@ FEATURE_FLAGS = {
 
 class NoProfiler(PassThroughProfiler):
     """Lightning's default profiler, which records nothing, at no cost. Lightning runs each hook
-    it calls, on the model and on every callback, inside `profiler.profile(...)`: about 4,000
-    times an epoch of the example, and the default builds a context manager each time, about
-    1 us, which came to 2 % of the example's epoch (the template's benchmarks/README.md)."""
+    it calls, on the model and on every callback, inside `profiler.profile(...)`: about 2,000
+    times an epoch of the example, and the default builds a context manager each time, 1.3 us,
+    about 1 % of the example's epoch (the template's benchmarks/README.md)."""
 
     def profile(self, action_name: str) -> AbstractContextManager:
         return NOTHING
