@@ -41,6 +41,10 @@ FEATURE_FLAGS = {
 }
 
 
+# One context for every call: it does nothing on entering or leaving.
+NOTHING = nullcontext()
+
+
 class NoProfiler(PassThroughProfiler):
     """Lightning's default profiler, which records nothing, at no cost. Lightning runs each hook
     it calls, on the model and on every callback, inside `profiler.profile(...)`: about 2,000
@@ -49,9 +53,6 @@ class NoProfiler(PassThroughProfiler):
 
     def profile(self, action_name: str) -> AbstractContextManager:
         return NOTHING
-
-
-NOTHING = nullcontext()
 
 
 def instantiate_group(group: DictConfig | None) -> list:
@@ -329,7 +330,7 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
     loggers = instantiate_group(cfg.get("logger"))
     callbacks = build_callbacks(cfg, bool(loggers))
     make_trainer = instantiate(cfg.trainer, _partial_=True)
-    # Unless the config sets a profiler (debug=profiler, trainer.profiler=simple).
+    # Unless the config sets a profiler (debug=profiler, +trainer.profiler=simple).
     unprofiled = {} if cfg.trainer.get("profiler") else {"profiler": NoProfiler()}
     try:
         trainer = make_trainer(callbacks=callbacks, logger=loggers or False, **unprofiled)
