@@ -6,6 +6,9 @@ project's own inference.py (run inside the project: its src on the path, EXPORT 
 - `constant_app`: the floor of any Python HTTP server on uvicorn, an ASGI app that reads each
   request's body and answers one constant prediction, with no framework and no model
   (`uvicorn serve_baselines:constant_app --lifespan off --workers N`);
+- `serve_without_model()`: serve.py itself, one process, with the model's call replaced by one
+  that repeats a single answer: what everything but the model costs
+  (`python -c "import serve_baselines; serve_baselines.serve_without_model()" <serve.py args>`);
 - `python serve_baselines.py <export dir> <requests> <batch sizes...>`: the limit, raw values (or
   the texts of the CSV that TEXTS names) to
   predictions in one process on batches of each size, no HTTP; and the samples to send, with the
@@ -95,6 +98,22 @@ def in_process(session, manifest, raw: np.ndarray, requests: int, batches: list[
             }
         )
     return results
+
+
+def serve_without_model():
+    """serve.py, with onnxruntime run once for the first batch and its first output then repeated
+    for every sample. One process only: uvicorn's workers would import the module unchanged."""
+    from digit_classifier import cli, serving
+
+    outputs, first = serving.outputs, []
+
+    def repeated(session, inputs):
+        if not first:
+            first.append(outputs(session, inputs[:1])[0])
+        return np.broadcast_to(first[0], (len(inputs), *first[0].shape))
+
+    serving.outputs = repeated
+    cli.serve()
 
 
 if __name__ == "__main__":

@@ -15,6 +15,9 @@ number of server processes, to:
                     with as many workers (serve_baselines.py);
 - asgi_constant:    the floor of any Python server on uvicorn: an ASGI app that reads each request
                     and answers a constant, no framework, no model (serve_baselines.py);
+- serve_model_free: serve.py with the model's call replaced by one that repeats one answer (one
+                    process only; not in the defaults, ask with --variants): what the server costs
+                    besides the model (serve_baselines.py);
 - in_process:       the limit, onnxruntime called in one process on the batches that C requests
                     make, from raw values to predictions, with no HTTP (serve_baselines.py).
 
@@ -57,6 +60,8 @@ from common import (
 )
 
 VARIANTS = ["serve", "serve_unbatched", "fastapi_def", "asgi_constant", "in_process"]
+# Asked for by name only; their answers are not the model's, and they run one process.
+EXTRA_VARIANTS = ["serve_model_free"]
 # What each round measures of a server at one concurrency, and the cells report the median of.
 FIGURES = ["samples_per_s", "p50_ms", "p99_ms", "server_cpu_us", "client_cpu_us"]
 try:
@@ -207,7 +212,9 @@ def main():
     parser.add_argument(
         "--texts", help="for a text model's --export: a CSV whose text column the requests send"
     )
-    parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
+    parser.add_argument(
+        "--variants", nargs="+", default=VARIANTS, choices=VARIANTS + EXTRA_VARIANTS
+    )
     add_arguments(parser)
     args = parser.parse_args()
     if args.rounds < 1:
@@ -243,7 +250,7 @@ def main():
             (name, workers)
             for workers in args.workers
             for name in args.variants
-            if name != "in_process"
+            if name != "in_process" and (workers == 1 or name not in EXTRA_VARIANTS)
         ]
         rounds: dict[str, list] = {f"{name}/{workers}": [] for name, workers in servers}
         for round_ in range(args.rounds):
@@ -259,7 +266,8 @@ def main():
                 folder.mkdir(exist_ok=True)
                 server = start(command, project, env, port, log)
                 try:
-                    checked = None if name == "asgi_constant" else expected
+                    unchecked = name == "asgi_constant" or name in EXTRA_VARIANTS
+                    checked = None if unchecked else expected
                     measured = measure(server, port, requests, checked, args)
                     rounds[f"{name}/{workers}"].append(measured)
                 finally:
@@ -296,8 +304,11 @@ def main():
 def server_command(name: str, export_dir: Path, workers: int, port: int, threads: int, scratch):
     if name.startswith("serve"):
         batching = ["max_batch_size=1"] if name == "serve_unbatched" else []
+        script = ["serve.py"]
+        if name == "serve_model_free":
+            script = ["-c", "import serve_baselines; serve_baselines.serve_without_model()"]
         return python(
-            "serve.py",
+            *script,
             f"model={export_dir}",
             f"workers={workers}",
             f"threads={threads}",
