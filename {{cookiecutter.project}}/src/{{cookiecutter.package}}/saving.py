@@ -1,12 +1,19 @@
 """Saving checkpoints: atomically, and with what eval and export rebuild the model from."""
 
 import copy
+from collections import OrderedDict
 
 import pytorch_lightning as pl
+import torch
+from lightning_utilities.core.apply_func import apply_to_collection
 from omegaconf import DictConfig, OmegaConf
-from pytorch_lightning.plugins.io import TorchCheckpointIO
+from pytorch_lightning.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
 
 from .files import staged
+
+# What a checkpoint holds besides tensors and containers, most of it; `snapshot` hands anything
+# else to Lightning's walk, which knows every kind of collection (a dataclass, a namedtuple).
+LEAVES = {int, float, str, bool, type(None)}
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -16,6 +23,40 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
         with staged(path) as partial:
             super().save_checkpoint(checkpoint, partial, storage_options)
+
+
+class SnapshotCheckpointIO(AsyncCheckpointIO):
+    """Lightning's asynchronous writer: a thread writes each checkpoint while training goes on,
+    from copies of its tensors taken when it is saved. The copies are `snapshot`'s: Lightning's
+    own walk, which tests every value against every kind of collection, took four times as long
+    on the example's checkpoint, in the training thread, at every save."""
+
+    def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
+        self._ensure_setup()
+        assert self._executor is not None
+        self._executor.submit(self._write, snapshot(checkpoint), path, storage_options)
+        if self._error:  # a write that failed since the last save
+            raise self._error
+
+    def _write(self, checkpoint: dict, path, storage_options) -> None:
+        try:
+            assert self.checkpoint_io is not None
+            self.checkpoint_io.save_checkpoint(checkpoint, path, storage_options)
+        except BaseException as error:  # raised by the next save, or when fitting ends
+            self._error = error
+
+
+def snapshot(value):
+    """`value` with each tensor in it replaced by a copy that training can no longer change."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if type(value) in (dict, OrderedDict):
+        return type(value)((key, snapshot(item)) for key, item in value.items())
+    if type(value) in (list, tuple):
+        return type(value)(snapshot(item) for item in value)
+    if type(value) in LEAVES:
+        return value
+    return apply_to_collection(value, torch.Tensor, lambda tensor: tensor.detach().clone())
 
 
 class ConfigInCheckpoint(pl.Callback):
