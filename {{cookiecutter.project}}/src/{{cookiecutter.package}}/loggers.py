@@ -2,9 +2,13 @@
 or that write less often than Lightning's own."""
 
 import time
+from collections.abc import Mapping
 
+from lightning_fabric.utilities.logger import _add_prefix
 from pytorch_lightning.loggers import TensorBoardLogger as LightningTensorBoardLogger
 from pytorch_lightning.loggers import WandbLogger as LightningWandbLogger
+from pytorch_lightning.utilities import rank_zero_only
+from tensorboard.compat.proto.summary_pb2 import Summary
 
 from .console import UserError
 from .upstream import leave_out_wandb_anonymous
@@ -40,6 +44,21 @@ class TensorBoardLogger(LightningTensorBoardLogger):
         super().__init__(flush_secs=flush_secs, **options)
         self.flush_secs = flush_secs
         self.next_save = 0.0  # the first also writes hparams.yaml
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """The numbers of one call as one event, a single record of the file: Lightning writes one
+        for each, and the writer's thread checksums every record in pure Python, holding the GIL
+        that training needs."""
+        named = _add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
+        try:
+            values = [
+                Summary.Value(tag=key, simple_value=float(value)) for key, value in named.items()
+            ]
+        except (TypeError, ValueError):  # a dict of them (add_scalars), or what Lightning refuses
+            super().log_metrics(metrics, step)
+            return
+        self.experiment._get_file_writer().add_summary(Summary(value=values), step)
 
     def save(self) -> None:
         if time.monotonic() >= self.next_save:
