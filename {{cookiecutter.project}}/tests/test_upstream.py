@@ -2,6 +2,7 @@
 upstream change to adapt the entry to (or the entry to remove)."""
 
 import asyncio
+import collections
 import importlib
 import inspect
 import io
@@ -13,6 +14,7 @@ import socket
 import sys
 import warnings
 from argparse import Namespace
+from functools import partial
 
 import hydra
 import pytest
@@ -110,6 +112,57 @@ def test_resuming_past_max_epochs_is_refused_with_the_text_matched(tmp_path):
         )
     assert upstream.restored_past_max_epochs(refused.value)
     assert not upstream.restored_past_max_epochs(MisconfigurationException("other"))
+
+
+class Inherited(pl.Callback):
+    def on_train_start(self, trainer, pl_module):
+        self.calls["on_train_start"] += 1
+
+
+class Counting(Inherited):
+    """Counts the calls of the hooks it defines or inherits, and logs from one of them."""
+
+    def __init__(self):
+        self.calls = collections.Counter()
+
+    def setup(self, trainer, pl_module, stage):
+        self.calls[f"setup {stage.value}"] += 1
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+        self.calls["on_before_optimizer_step"] += 1
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        self.calls["on_train_batch_end"] += 1
+        pl_module.log("batch", float(batch_idx))  # which Lightning allows by the hook's name
+
+
+def record_module(modules, trainer, pl_module):
+    modules.append(pl_module)
+
+
+def test_without_a_profiler_callbacks_get_the_hooks_they_define_as_lightning_calls_them():
+    lightning_s = upstream.call_callbacks_that_define_each_hook()
+    assert list(inspect.signature(lightning_s).parameters) == [
+        *("trainer", "hook_name", "args", "monitoring_callbacks", "kwargs")
+    ]
+    assert "pl_module._current_fx_name = hook_name" in inspect.getsource(lightning_s)
+    calls = {}
+    for profiler in (None, "simple"):  # the project's calls, then Lightning's own
+        counting, assigned, seen = Counting(), pl.Callback(), []
+        # A hook set on the object rather than defined by its class.
+        assigned.on_train_epoch_start = partial(record_module, seen)
+        fitting = trainer(
+            max_epochs=2, limit_train_batches=3, limit_val_batches=1, profiler=profiler,
+            callbacks=[counting, assigned],
+        )  # fmt: skip
+        model = BoringModel()
+        fitting.fit(model)
+        assert seen == [model, model]
+        calls[profiler] = counting.calls, fitting.callback_metrics["batch"].item()
+    assert calls[None] == calls["simple"]
+    assert calls[None][0] == {
+        "setup fit": 1, "on_train_start": 1, "on_before_optimizer_step": 6, "on_train_batch_end": 6
+    }  # fmt: skip
 
 
 def test_a_lightning_module_s_trainer_property_is_off_while_scripting():

@@ -28,7 +28,7 @@ from .console import UserError
 from .contract import Target
 from .options import DATA, check_seed, validated
 from .saving import ConfigInCheckpoint
-from .upstream import record_sigterm_without_collectives
+from .upstream import call_callbacks_that_define_each_hook, record_sigterm_without_collectives
 
 # Loggers whose package is an optional extra of this project, by class name; extra = package.
 LOGGER_EXTRAS = {"WandbLogger": "wandb", "MLFlowLogger": "mlflow"}
@@ -338,6 +338,7 @@ def build_trainer(cfg: DictConfig) -> pl.Trainer:
         # The Trainer checks its arguments as it is built: what it refuses is a trainer setting.
         raise UserError(f"Lightning refuses the trainer settings: {error}") from None
     record_sigterm_without_collectives(trainer)
+    call_callbacks_that_define_each_hook()  # unless the trainer has a profiler
     if isinstance(trainer.accelerator, CPUAccelerator) and trainer.num_devices > 1:
         rank_zero_info(
             f"trainer.devices={trainer.num_devices} on the CPU: starting {trainer.num_devices} "
