@@ -183,10 +183,14 @@ def test_an_own_module_serves_a_table(project, example_data, tmp_path):
 
 
 @pytest.mark.slow  # two evaluations, each its own process
-def test_a_module_no_setting_allows_is_refused_until_configured(project, trained_run, tmp_path):
+def test_a_module_no_setting_allows_is_refused_until_configured(
+    project, trained_run, tmp_path, request
+):
     # The user's module placed outside the allowed modules, and a checkpoint that names it.
     elsewhere = project / "src" / PACKAGE / "experimental"
     elsewhere.mkdir()
+    # Gone again when the test ends: the module's other tests find the project as they made it.
+    request.addfinalizer(lambda: shutil.rmtree(elsewhere))
     shutil.copy(project / "src" / PACKAGE / "models" / "nets.py", elsewhere / "nets.py")
     checkpoint = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     # The trained network's class, copied as it is (models/nets.py defines the CNN and MLP).
