@@ -93,6 +93,10 @@ class EpochTimer(pl.Callback):
         self.clock.finish(self.path)
 
 
+def overrides(callback: pl.Callback, hook: str) -> bool:
+    return getattr(type(callback), hook, None) is not getattr(pl.Callback, hook, None)
+
+
 class HookTimer(pl.Callback):
     """Wall time spent in every hook of every other callback, of the LightningModule and of the
     loggers' `log_metrics`/`save`, measured inside a real run (cold caches and all), written as
@@ -126,7 +130,9 @@ class HookTimer(pl.Callback):
         owners = [c for c in trainer.callbacks if c is not self] + [pl_module, *trainer.loggers]
         for owner in owners:
             for hook in self.HOOKS:
-                if callable(getattr(owner, hook, None)):
+                # A callback's empty hooks, inherited from Callback, are not called (upstream.py).
+                empty = isinstance(owner, pl.Callback) and not overrides(owner, hook)
+                if callable(getattr(owner, hook, None)) and not empty:
                     self._wrap(owner, hook)
 
     def _wrap(self, owner, hook: str) -> None:
