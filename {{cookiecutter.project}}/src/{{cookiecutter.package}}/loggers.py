@@ -8,7 +8,6 @@ from lightning_fabric.utilities.logger import _add_prefix
 from pytorch_lightning.loggers import TensorBoardLogger as LightningTensorBoardLogger
 from pytorch_lightning.loggers import WandbLogger as LightningWandbLogger
 from pytorch_lightning.utilities import rank_zero_only
-from tensorboard.compat.proto.summary_pb2 import Summary
 
 from .console import UserError
 from .upstream import leave_out_wandb_anonymous
@@ -50,6 +49,9 @@ class TensorBoardLogger(LightningTensorBoardLogger):
         """The numbers of one call as one event, a single record of the file: Lightning writes one
         for each, and the writer's thread checksums every record in pure Python, holding the GIL
         that training needs."""
+        # Here: the writer has loaded it by now; at the top, runs that log to W&B alone would too.
+        from tensorboard.compat.proto.summary_pb2 import Summary
+
         named = _add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
         try:
             values = [

@@ -5,7 +5,7 @@ from collections import OrderedDict
 
 import pytorch_lightning as pl
 import torch
-from lightning_utilities.core.apply_func import apply_to_collection
+from lightning_fabric.utilities.apply_func import apply_to_collection
 from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
 
