@@ -26,10 +26,12 @@ from conftest import run_code
 from hydra.errors import CompactHydraException
 from pytorch_lightning.callbacks import ModelSummary
 from pytorch_lightning.demos.boring_classes import BoringModel
-from pytorch_lightning.loggers import WandbLogger
+from pytorch_lightning.loggers import TensorBoardLogger, WandbLogger
+from pytorch_lightning.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
 from pytorch_lightning.utilities import CombinedLoader
 from pytorch_lightning.utilities.data import has_len_all_ranks
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from torch.utils.data import DataLoader, IterableDataset
 
 from {{ cookiecutter.package }} import upstream
@@ -181,6 +183,35 @@ def test_lightning_passes_anonymous_to_wandb_init_and_wandb_warns_about_it(tmp_p
     assert "anonymous" not in logger._wandb_init
     wandb.Settings(anonymous=None)
     assert "anonymous setting has no effect" in capsys.readouterr().err
+
+
+class Refusing(TorchCheckpointIO):
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        raise OSError(f"cannot write {path}")
+
+
+def test_a_checkpoint_written_in_lightning_s_writer_thread_and_a_failed_write_raised(tmp_path):
+    writer = AsyncCheckpointIO(TorchCheckpointIO())
+    upstream.write_in_background(writer, {"w": torch.ones(2)}, tmp_path / "a.ckpt")
+    writer.teardown()  # waits for the thread, as the end of fitting does
+    assert torch.equal(torch.load(tmp_path / "a.ckpt")["w"], torch.ones(2))
+
+    failing = AsyncCheckpointIO(Refusing())
+    with pytest.raises(OSError, match="cannot write"):  # by the next save or at the end
+        upstream.write_in_background(failing, {}, tmp_path / "b.ckpt")
+        failing.teardown()
+
+
+def test_tensorboard_names_and_event_writer_are_those_of_lightning_s_logger(tmp_path):
+    logger = TensorBoardLogger(tmp_path, name=None, version="", prefix="fold1")
+    assert upstream.tensorboard_names(logger, {"loss": 0.5}) == {"fold1-loss": 0.5}
+    writer = upstream.event_file_writer(logger.experiment)
+    assert writer is logger.experiment.file_writer  # the one add_scalar writes through
+    logger.log_metrics({"loss": 0.5}, step=3)  # Lightning's own, one event each
+    logger.experiment.flush()
+    events = EventAccumulator(str(tmp_path))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("fold1-loss")] == [(3, 0.5)]
 
 
 def test_torch_names_the_global_it_refuses_to_unpickle():

@@ -4,13 +4,12 @@ or that write less often than Lightning's own."""
 import time
 from collections.abc import Mapping
 
-from lightning_fabric.utilities.logger import _add_prefix
 from pytorch_lightning.loggers import TensorBoardLogger as LightningTensorBoardLogger
 from pytorch_lightning.loggers import WandbLogger as LightningWandbLogger
 from pytorch_lightning.utilities import rank_zero_only
 
 from .console import UserError
-from .upstream import leave_out_wandb_anonymous
+from .upstream import event_file_writer, leave_out_wandb_anonymous, tensorboard_names
 
 
 class WandbLogger(LightningWandbLogger):
@@ -52,7 +51,7 @@ class TensorBoardLogger(LightningTensorBoardLogger):
         # Here: the writer has loaded it by now; at the top, runs that log to W&B alone would too.
         from tensorboard.compat.proto.summary_pb2 import Summary
 
-        named = _add_prefix(metrics, self._prefix, self.LOGGER_JOIN_CHAR)
+        named = tensorboard_names(self, metrics)
         try:
             values = [
                 Summary.Value(tag=key, simple_value=float(value)) for key, value in named.items()
@@ -60,7 +59,7 @@ class TensorBoardLogger(LightningTensorBoardLogger):
         except (TypeError, ValueError):  # a dict of them (add_scalars), or what Lightning refuses
             super().log_metrics(metrics, step)
             return
-        self.experiment._get_file_writer().add_summary(Summary(value=values), step)
+        event_file_writer(self.experiment).add_summary(Summary(value=values), step)
 
     def save(self) -> None:
         if time.monotonic() >= self.next_save:

@@ -10,6 +10,7 @@ from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.plugins.io import AsyncCheckpointIO, TorchCheckpointIO
 
 from .files import staged
+from .upstream import write_in_background
 
 # What a checkpoint holds besides tensors and containers, most of it; `snapshot` hands anything
 # else to Lightning's walk, which knows every kind of collection (a dataclass, a namedtuple).
@@ -32,18 +33,7 @@ class SnapshotCheckpointIO(AsyncCheckpointIO):
     on the example's checkpoint, in the training thread, at every save."""
 
     def save_checkpoint(self, checkpoint: dict, path, storage_options=None) -> None:
-        self._ensure_setup()
-        assert self._executor is not None
-        self._executor.submit(self._write, snapshot(checkpoint), path, storage_options)
-        if self._error:  # a write that failed since the last save
-            raise self._error
-
-    def _write(self, checkpoint: dict, path, storage_options) -> None:
-        try:
-            assert self.checkpoint_io is not None
-            self.checkpoint_io.save_checkpoint(checkpoint, path, storage_options)
-        except BaseException as error:  # raised by the next save, or when fitting ends
-            self._error = error
+        write_in_background(self, snapshot(checkpoint), path, storage_options)
 
 
 def snapshot(value):
@@ -56,7 +46,7 @@ def snapshot(value):
         return type(value)(snapshot(item) for item in value)
     if type(value) in LEAVES:
         return value
-    return apply_to_collection(value, torch.Tensor, lambda tensor: tensor.detach().clone())
+    return apply_to_collection(value, torch.Tensor, snapshot)
 
 
 class ConfigInCheckpoint(pl.Callback):

@@ -13,6 +13,7 @@ import os
 import pickle
 import signal
 import warnings
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from functools import cache, partial
 from typing import Any
@@ -130,6 +131,39 @@ def call_callbacks_that_define_each_hook() -> Any:
 
     call._call_callback_hooks = call_callback_hooks
     return lightning_s
+
+
+def write_in_background(io, checkpoint: dict, path, storage_options=None) -> None:
+    """Hands `checkpoint`, whose tensors the caller has copied, to the writer thread of Lightning's
+    AsyncCheckpointIO `io` without the copy of them that its own `save_checkpoint` takes; an
+    earlier write's error is raised here, and by `teardown` when fitting ends, as Lightning's.
+    Relies on: `AsyncCheckpointIO._ensure_setup`, `_executor` (its one thread) and `_error`."""
+
+    def write() -> None:
+        try:
+            io.checkpoint_io.save_checkpoint(checkpoint, path, storage_options)
+        except BaseException as error:
+            io._error = error
+
+    io._ensure_setup()
+    io._executor.submit(write)
+    if io._error:
+        raise io._error
+
+
+def tensorboard_names(logger, metrics: Mapping) -> Mapping:
+    """`metrics` named as Lightning's TensorBoardLogger `logger` names them in its files: after
+    its `prefix`. Relies on: `lightning_fabric.utilities.logger._add_prefix` and the logger's
+    `_prefix`, which its own `log_metrics` uses."""
+    from lightning_fabric.utilities.logger import _add_prefix
+
+    return _add_prefix(metrics, logger._prefix, logger.LOGGER_JOIN_CHAR)
+
+
+def event_file_writer(writer) -> Any:
+    """The FileWriter through which torch's SummaryWriter `writer` writes each event (its
+    `add_summary`). Relies on: `SummaryWriter._get_file_writer()`, which its `add_scalar` uses."""
+    return writer._get_file_writer()
 
 
 def restored_past_max_epochs(error: Exception) -> bool:
