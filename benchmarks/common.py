@@ -101,6 +101,15 @@ def train_with_probe(
 ) -> dict:
     """`python train.py` for exactly `epochs` epochs, no test, with the callback `probes.<probe>`
     writing JSON to `output`; returns what it wrote."""
+    command = probed_training(overrides, epochs, run_dir, probe, output)
+    run(command, project, project_env(project))
+    return json.loads(output.read_text())
+
+
+def probed_training(
+    overrides: list[str], epochs: int, run_dir: Path, probe: str, output: Path
+) -> list[str]:
+    """The command line of train_with_probe."""
     overrides = [
         *overrides,
         f"trainer.max_epochs={epochs}",
@@ -110,8 +119,7 @@ def train_with_probe(
         f"+callbacks.zz_probe._target_=probes.{probe}",
         f"+callbacks.zz_probe.path={output}",
     ]
-    run(python("train.py", *overrides), project, project_env(project))
-    return json.loads(output.read_text())
+    return python("train.py", *overrides)
 
 
 def write_image_folder(root: Path, count: int, classes: int = 10) -> None:
@@ -182,7 +190,12 @@ def export_latency(
 
 def run_baseline(project: Path, name: str, *args: str) -> None:
     """`python baselines.py <name> <args>` in a process of its own, inside the project."""
-    run(python(str(HERE / "baselines.py"), name, *args), project, project_env(project))
+    run(baseline(name, *args), project, project_env(project))
+
+
+def baseline(name: str, *args: str) -> list[str]:
+    """The command line of run_baseline."""
+    return python(str(HERE / "baselines.py"), name, *args)
 
 
 def logged_values(run_dir: Path, metric: str) -> list[float]:
@@ -195,10 +208,13 @@ def logged_values(run_dir: Path, metric: str) -> list[float]:
 
 
 def steady_epoch(times: dict, key: str = "epoch_starts") -> float:
-    """Mean per epoch between the first epoch's end and the last epoch's start: seconds, or with
+    """Mean per epoch without the first and the last: seconds (probes.Clock), or with
     key="page_faults" the minor page faults."""
     marks = times[key]
-    return (marks[-1] - marks[1]) / (len(marks) - 2)
+    if key != "epoch_starts":
+        return (marks[-1] - marks[1]) / (len(marks) - 2)
+    ends = times["epoch_ends"][1:]  # the end of each epoch but the first; the last has none
+    return sum(end - start for start, end in zip(marks[1:-1], ends, strict=True)) / len(ends)
 
 
 def median(values) -> float:

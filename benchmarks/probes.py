@@ -2,15 +2,18 @@
 with `+callbacks.zz_probe._target_=probes.<Class> +callbacks.zz_probe.path=<file>`
 (common.train_with_probe does that); each writes JSON to `path`.
 
-- `EpochTimer`: wall-clock timestamps of the run (epoch starts, first step, time spent between
-  batches), kept by a `Clock`, which the hand-written loop in baselines.py uses too.
+- `EpochTimer`: wall-clock timestamps of the run (epoch starts and ends, first step, time spent
+  between batches), kept by a `Clock`, which the hand-written loop in baselines.py uses too. With
+  `BENCH_TURNS` set (train_overhead.py), a Clock runs each epoch only in its turn (`Turns`).
 - `HookTimer`: the milliseconds per epoch spent in each hook of the other callbacks, of the model
   and of the loggers.
 - `ThroughputProbe` (gpu_check.py): training samples/s after the first epoch and peak GPU memory.
 """
 
 import json
+import os
 import resource
+import socket
 import time
 from pathlib import Path
 
@@ -19,13 +22,44 @@ import torch
 from pytorch_lightning.utilities.data import extract_batch_size
 
 
+class Turns:
+    """Several runs at once, one epoch at a time: the runs of a round of train_overhead.py --goal
+    start together, and each epoch waits until no other run is in one. Every run then meets the
+    same moments of a machine whose speed changes from second to second, where runs one after the
+    other met different ones. The coordinator (train_overhead.in_turns) listens at the Unix socket
+    `address`; it gives a turn with a byte, and gets it back with a byte or when the run ends."""
+
+    def __init__(self, address: str):
+        self.address, self.socket, self.holding = address, None, False
+
+    def take(self) -> None:
+        """Waits for this run's turn, unless it holds one. The first waits for every run of the
+        round to have started."""
+        if self.holding:
+            return
+        if self.socket is None:
+            self.socket = socket.socket(socket.AF_UNIX)
+            self.socket.connect(self.address)
+        if self.socket.recv(1) != b"g":
+            raise RuntimeError("the benchmark that gives the turns has gone")
+        self.holding = True
+
+    def give_back(self) -> None:
+        self.socket.sendall(b"d")
+        self.holding = False
+
+
 class Clock:
-    """Timestamps of a training run; epoch `i` lasts from `epoch_starts[i]` to the next start
-    (or `end`), validation and every epoch-end hook included."""
+    """Timestamps of a training run; epoch `i` lasts from `epoch_starts[i]` to `epoch_ends[i]`,
+    the next epoch's start, validation and every epoch-end hook included, unless the run waited
+    for its turn in between."""
 
     def __init__(self):
+        address = os.environ.get("BENCH_TURNS")
+        self.turns = Turns(address) if address else None
         self.times = {
             "epoch_starts": [],
+            "epoch_ends": [],
             "page_faults": [],  # minor faults so far, at each epoch start
             "train": [],
             "wait": [],
@@ -37,6 +71,12 @@ class Clock:
         self._last = None
 
     def epoch_start(self):
+        if self.times["epoch_starts"]:
+            self.times["epoch_ends"].append(time.time())
+            if self.turns:
+                self.turns.give_back()
+        if self.turns:
+            self.turns.take()
         self.times["epoch_starts"].append(time.time())
         self.times["page_faults"].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
         self._wait, self._samples, self._start = 0.0, 0, time.perf_counter()
@@ -72,6 +112,12 @@ class EpochTimer(pl.Callback):
         self.path, self.clock = path, Clock()
 
     def on_fit_start(self, trainer, pl_module):
+        if self.clock.turns:
+            # The first turn, before the run's own timers start (LastCheckpoint's, the pictures'):
+            # a run waits about as many epochs' time as there are runs for each of its epochs, so
+            # work done every so many seconds comes that many times as often per epoch (none in
+            # the goal's 10 epochs of 3 runs, as in a run alone).
+            self.clock.turns.take()
         self.clock.times["fit_start"] = time.time()
 
     def on_train_start(self, trainer, pl_module):

@@ -14,9 +14,14 @@ over rounds is reported, with the minor page faults per epoch (see --default-mal
 "Lightning's loop alone" trains the project's model on its data with no callback, logger or
 checkpoint: the floor that no change inside the project can go below.
 
---goal runs only the project, Lightning's loop alone and the hand-written loop: the goal's ratio
-(issue 24: at most 1.05x Lightning's loop alone) moves by several percent from round to round,
-and half the runs per round allow twice the rounds in the same time.
+--goal runs only the project, Lightning's loop alone and the hand-written loop, for the goal's
+ratio (issue 24: at most 1.05x Lightning's loop alone), and runs them in turns: the three
+processes of a round start together and take turns, one epoch each (probes.Turns). The speed of
+this machine changes from second to second, and runs one after the other met different moments
+of it: their ratios spread by +-10 % from round to round, in turns by +-4 %. A run in turns
+waits two epochs' time for each of its own, so work done every so many seconds (last.ckpt, the
+pictures) comes three times as often per epoch; in 10 epochs, none of it comes, as in a run
+alone. --one-at-a-time runs them one after the other, as every other variant is.
 
 --breakdown adds the project with each default callback (and the logger) removed in turn: the
 difference to the full project is what that piece costs per epoch; and Lightning's loop alone with
@@ -25,13 +30,18 @@ manual optimization (no closure, fewer hooks per step).
 
 import argparse
 import json
+import socket
+import subprocess
 import tempfile
 from pathlib import Path
 
 from common import (
     PROJECT,
     add_arguments,
+    baseline,
     median,
+    probed_training,
+    project_env,
     report,
     run_baseline,
     setup,
@@ -89,6 +99,71 @@ def train_once(project: Path, how: list[str] | str, epochs: int, scratch: Path) 
     return train_with_probe(project, how, epochs, scratch / "run", "EpochTimer", times)
 
 
+def in_turns(project: Path, runs: dict[str, list[str] | str], epochs: int, scratch: Path) -> dict:
+    """Every run of a round at once, one epoch at a time in turn (probes.Turns); returns each
+    run's timestamps."""
+    scratch = Path(tempfile.mkdtemp(dir=scratch))
+    address, started = str(scratch / "turns"), {}
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(address)
+        server.listen(len(runs))
+        server.settimeout(1.0)
+        try:
+            for index, (name, how) in enumerate(runs.items()):
+                started[name] = start(project, how, epochs, scratch / str(index), address)
+            give_turns(server, started)
+        finally:
+            for process, _ in started.values():
+                process.kill()  # one that failed leaves the others waiting for a turn
+    return {
+        name: json.loads((run / "times.json").read_text()) for name, (_, run) in started.items()
+    }
+
+
+def start(project: Path, how: list[str] | str, epochs: int, run: Path, address: str):
+    """A run of `train_once`, started in the background in the folder `run`."""
+    run.mkdir()
+    times = run / "times.json"
+    if isinstance(how, str):
+        command = baseline(how, str(epochs), str(times), str(run / "run"))
+    else:
+        command = probed_training(how, epochs, run / "run", "EpochTimer", times)
+    env = project_env(project, BENCH_TURNS=address)
+    with (run / "output.log").open("w") as output:
+        process = subprocess.Popen(command, cwd=project, env=env, stdout=output, stderr=output)
+    return process, run
+
+
+def give_turns(server: socket.socket, started: dict) -> None:
+    """Waits until every run has connected, then gives them the turn in order until all have
+    ended; raises with the output of a run that fails."""
+    waiting = []
+    while len(waiting) < len(started):
+        try:
+            waiting.append(server.accept()[0])
+        except TimeoutError:
+            for process, run in started.values():
+                if process.poll() is not None:
+                    failed(process, run)
+    while waiting:
+        for turn in list(waiting):
+            turn.sendall(b"g")
+            if turn.recv(1) != b"d":  # the run has ended
+                turn.close()
+                waiting.remove(turn)
+    for process, run in started.values():
+        if process.wait() != 0:
+            failed(process, run)
+
+
+def failed(process: subprocess.Popen, run: Path):
+    process.wait()
+    tail = (run / "output.log").read_text()[-3000:]
+    raise RuntimeError(
+        f"{' '.join(map(str, process.args))} failed ({process.returncode}):\n{tail}"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=7, help="rounds of interleaved runs")
@@ -100,11 +175,17 @@ def main():
     only.add_argument(
         "--goal", action="store_true", help="only the project and the two loops, for more rounds"
     )
+    parser.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="with --goal: run the processes of a round one after the other, not in turns",
+    )
     add_arguments(parser)
     args = parser.parse_args()
     if args.epochs < 3:
         parser.error("--epochs must be at least 3: the first and the last epoch are dropped")
 
+    turns = args.goal and not args.one_at_a_time
     project = setup(args)
     runs = variants(project, args.breakdown, args.goal)
     names = list(runs)
@@ -114,10 +195,16 @@ def main():
     over_loop = {name: [] for name in names}  # the goal's measure: x Lightning's loop alone
     with tempfile.TemporaryDirectory(prefix="bench-train-") as scratch:
         for round_ in range(args.pairs):
-            order = names[round_ % len(names) :] + names[: round_ % len(names)]
+            if not turns:
+                order = names[round_ % len(names) :] + names[: round_ % len(names)]
+                timed = {
+                    name: train_once(project, runs[name], args.epochs, Path(scratch))
+                    for name in order
+                }
+            else:
+                timed = in_turns(project, runs, args.epochs, Path(scratch))
             seconds = {}
-            for name in order:
-                times = train_once(project, runs[name], args.epochs, Path(scratch))
+            for name, times in timed.items():
                 seconds[name] = steady_epoch(times)
                 epoch_s[name].append(seconds[name])
                 faults[name].append(steady_epoch(times, "page_faults"))
@@ -155,6 +242,7 @@ def main():
         {
             "project": str(project),
             "pairs": args.pairs,
+            "in_turns": turns,
             "epochs": args.epochs,
             "seconds_per_epoch": epoch_s,
             "page_faults_per_epoch": faults,
