@@ -184,6 +184,8 @@ def main():
     args = parser.parse_args()
     if args.epochs < 3:
         parser.error("--epochs must be at least 3: the first and the last epoch are dropped")
+    if args.one_at_a_time and not args.goal:
+        parser.error("--one-at-a-time goes with --goal: only --goal runs in turns")
 
     turns = args.goal and not args.one_at_a_time
     project = setup(args)
