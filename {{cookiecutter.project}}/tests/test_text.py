@@ -1,13 +1,18 @@
-"""Texts (data=text): the tokenizer is fitted on the training split only and travels with the
-model into checkpoints and exports; a folder of .txt files per class trains, exports, predicts
-without torch and serves; bad texts are one line."""
+"""Texts (data=text): the tokenizer is fitted on the training split only, the same in every
+process, and travels with the model into checkpoints and exports; a folder of .txt files per
+class trains, exports, predicts without torch and serves; bad texts are one line."""
 
 import json
+import os
+import random
 import shutil
+import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from conftest import compose_config, run_cli, sentences, without_torch, write_texts
+from conftest import ROOT, compose_config, run_cli, sentences, without_torch, write_texts
 from servers import Server, call
 from tokenizers import Tokenizer
 
@@ -41,6 +46,28 @@ def test_the_tokenizer_is_fitted_on_the_training_split_only(tmp_path):
     preprocessing = module.contract.preprocessing
     assert (preprocessing.max_length, preprocessing.lowercase) == (128, True)
     assert preprocessing.normalization == "NFKC" and preprocessing.column == "body"
+
+
+def test_the_same_texts_fit_the_same_tokenizer_in_every_process(tmp_path):
+    # Each DDP rank fits its own tokenizer, and rank 0's goes into the checkpoint: all must be
+    # one. Words of random letters tie many merges, which training breaks by token numbers.
+    generator = random.Random(0)
+    letters = string.ascii_lowercase
+    words = ["".join(generator.choices(letters, k=generator.randint(3, 8))) for _ in range(3000)]
+    texts = [" ".join(words[start : start + 10]) for start in range(0, len(words), 10)]
+    path = tmp_path / "texts.json"
+    path.write_text(json.dumps(texts))
+    fit = (
+        "import json, sys; from {{ cookiecutter.package }}.kinds import text; "
+        "print(text.fit(json.loads(open(sys.argv[1]).read()), 'text', 300, 32).tokenizer)"
+    )
+    command = [sys.executable, "-c", fit, str(path)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    fitted = {
+        subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
+        for _ in range(3)
+    }
+    assert fitted == {text.fit(texts, "text", 300, 32).tokenizer + "\n"}
 
 
 @pytest.mark.slow  # predict.py as a process, and a server

@@ -58,19 +58,25 @@ def fit(
     normalization: Normalization = "NFKC",
 ) -> Preprocessing:
     """A WordPiece tokenizer of at most `vocab_size` tokens, fitted on `texts` (the training
-    split's), that cuts and pads every text to `max_length` ids."""
-    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    split's), that cuts and pads every text to `max_length` ids. The same texts give the same
+    tokenizer in every process, so each DDP rank fits the one rank 0 saves."""
+    from tokenizers import trainers
 
-    steps = [getattr(normalizers, normalization)()]
-    tokenizer = Tokenizer(models.WordPiece(unk_token=UNKNOWN))
-    tokenizer.normalizer = normalizers.Sequence(
-        steps + [normalizers.Lowercase()] if lowercase else steps
-    )
-    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    texts = cut(texts, max_length)
+    trained = untrained(lowercase, normalization)
+    # tokenizers numbers each "##" continuation token when it first meets it in a hash map,
+    # in an order that changes from process to process, and breaks ties between merges by
+    # those numbers (tokenizers issue 1794): numbered first, in sorted order, as the trainer's
+    # special tokens, they make the vocabulary depend on the texts alone.
+    special = [PAD, UNKNOWN, *continuations(trained, texts)]
     trainer = trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=[PAD, UNKNOWN], show_progress=False
+        vocab_size=vocab_size, special_tokens=special, show_progress=False
     )
-    tokenizer.train_from_iterator(cut(texts, max_length), trainer)
+    trained.train_from_iterator(texts, trainer)
+    # Only the padding and unknown tokens stay special: "##s" in a text is text.
+    tokenizer = untrained(lowercase, normalization)
+    tokenizer.model = trained.model
+    tokenizer.add_special_tokens([PAD, UNKNOWN])
     tokenizer.enable_truncation(max_length)
     tokenizer.enable_padding(pad_id=0, pad_token=PAD, length=max_length)
     return Preprocessing(
@@ -81,6 +87,28 @@ def fit(
         lowercase=lowercase,
         normalization=normalization,
     )
+
+
+def untrained(lowercase: bool, normalization: Normalization):
+    """A WordPiece tokenizer with its normalization and pre-tokenization, and no vocabulary."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
+
+    steps = [getattr(normalizers, normalization)()]
+    tokenizer = Tokenizer(models.WordPiece(unk_token=UNKNOWN))
+    tokenizer.normalizer = normalizers.Sequence(
+        steps + [normalizers.Lowercase()] if lowercase else steps
+    )
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    return tokenizer
+
+
+def continuations(tokenizer, texts: list[str]) -> list[str]:
+    """Sorted continuation tokens, "##c" for each character c of the normalized texts but
+    spaces: every one WordPiece training makes, and a few it never uses (punctuation is a word
+    of its own), each at the cost of a place in the vocabulary."""
+    # One string, in one call: a line break joins no characters in normalization.
+    normalized = tokenizer.normalizer.normalize_str("\n".join(texts))
+    return [f"##{char}" for char in sorted(set(normalized)) if not char.isspace()]
 
 
 # Encoding
