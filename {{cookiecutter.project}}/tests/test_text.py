@@ -5,6 +5,7 @@ class trains, exports, predicts without torch and serves; bad texts are one line
 import json
 import os
 import random
+import re
 import shutil
 import string
 import subprocess
@@ -68,6 +69,18 @@ def test_the_same_texts_fit_the_same_tokenizer_in_every_process(tmp_path):
         for _ in range(3)
     }
     assert fitted == {text.fit(texts, "text", 300, 32).tokenizer + "\n"}
+
+
+def test_a_vocabulary_smaller_than_the_texts_characters_is_one_line(tmp_path):
+    # Each character is a token alone and continuing a word, whatever the limit: a network
+    # sized by data.vocab_size would meet ids beyond its embedding in the first step.
+    path = write_csv(tmp_path / "texts.csv", sentences(40))
+    settings = [f"data.path={path}", "data.text=body", "data.target=label"]
+    with pytest.raises(UserError, match=r"^data.vocab_size=20 is below the (\d+) tokens") as error:
+        datamodule(tmp_path, *settings, "data.vocab_size=20")
+    least = int(re.search(r"the (\d+) tokens", str(error.value))[1])
+    module = datamodule(tmp_path, *settings, f"data.vocab_size={least}")
+    assert module.contract.preprocessing.vocab_size == least
 
 
 @pytest.mark.slow  # predict.py as a process, and a server

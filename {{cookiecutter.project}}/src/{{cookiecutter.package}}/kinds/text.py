@@ -73,6 +73,13 @@ def fit(
         vocab_size=vocab_size, special_tokens=special, show_progress=False
     )
     trained.train_from_iterator(texts, trainer)
+    # Every character, alone and continuing a word, is a token whatever the limit: a network
+    # sized by data.vocab_size would meet ids beyond its embedding.
+    if (least := trained.get_vocab_size()) > vocab_size:
+        raise UserError(
+            f"data.vocab_size={vocab_size} is below the {least} tokens that these texts' "
+            f"characters take alone; set data.vocab_size to {least} or more"
+        )
     # Only the padding and unknown tokens stay special: "##s" in a text is text.
     tokenizer = untrained(lowercase, normalization)
     tokenizer.model = trained.model
@@ -103,12 +110,15 @@ def untrained(lowercase: bool, normalization: Normalization):
 
 
 def continuations(tokenizer, texts: list[str]) -> list[str]:
-    """Sorted continuation tokens, "##c" for each character c of the normalized texts but
-    spaces: every one WordPiece training makes, and a few it never uses (punctuation is a word
-    of its own), each at the cost of a place in the vocabulary."""
+    """The continuation tokens WordPiece training makes, sorted: "##c" for each character c of
+    the normalized texts that can follow another within a word (and the few that only start
+    words, each at the cost of a place in the vocabulary)."""
     # One string, in one call: a line break joins no characters in normalization.
-    normalized = tokenizer.normalizer.normalize_str("\n".join(texts))
-    return [f"##{char}" for char in sorted(set(normalized)) if not char.isspace()]
+    characters = set(tokenizer.normalizer.normalize_str("\n".join(texts)))
+    # The pre-tokenizer says which characters end a word (spaces, punctuation): a character
+    # that does not splits no word it is in.
+    split = tokenizer.pre_tokenizer.pre_tokenize_str
+    return [f"##{char}" for char in sorted(characters) if len(split(f"a{char}a")) == 1]
 
 
 # Encoding
