@@ -4,6 +4,7 @@ table rows), on image files and folders; clear errors."""
 import json
 import re
 import shutil
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,34 @@ def test_plain_settings_and_hydra_give_the_same_run(digits_export, tmp_path):
             f"error: {other} holds a run with other settings (top_k was 2, now 3): rerun it "
             "with its own settings to resume it, or choose a new hydra.run.dir"
         ]
+
+
+def test_runs_that_start_in_the_same_second_each_get_a_directory_of_their_own(
+    digits_export, tmp_path
+):
+    """Run directories are named by the second a run starts, and a loop of predict commands
+    starts several in one: each run takes the next free name, `<time>_2` on, by either route,
+    and writes nothing into a directory an earlier run holds."""
+    [image] = save_pngs(load_digits().images[:1], tmp_path / "image")
+    runs = tmp_path / "logs" / "predict" / "runs"  # paths.log_dir, in the working directory
+    # Earlier runs hold the names of the next two minutes, as if started in the same seconds.
+    now = datetime.now()
+    for seconds in range(-1, 120):
+        held = runs / (now + timedelta(seconds=seconds)).strftime("%Y-%m-%d_%H-%M-%S")
+        (held / ".hydra").mkdir(parents=True)
+        (held / ".hydra" / "config.yaml").write_text("task_name: train\n")
+    settings = {"plain": f"input={image}", "hydra": f"input='{image}'"}  # quoted: Hydra's
+    for setting in settings.values():
+        for top_k in (1, 2):
+            result = run_cli(
+                "predict.py", f"model={digits_export}", setting, f"top_k={top_k}", cwd=tmp_path
+            )
+            assert result.returncode == 0, result.stderr
+    written = sorted(path.parent for path in runs.glob("*/predictions.json"))
+    assert len(written) == 4
+    assert all(re.fullmatch(r".+_[0-9]+", folder.name) for folder in written)
+    assert sum((folder / ".hydra" / "hydra.yaml").is_file() for folder in written) == 2
+    assert all(len(list(folder.rglob("*"))) == 2 for folder in runs.glob("*-[0-9][0-9]"))
 
 
 # Greyscale PNG files that hold exactly the digits' values: a known image dataset.

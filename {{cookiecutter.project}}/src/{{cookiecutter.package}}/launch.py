@@ -18,10 +18,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.utils import JobReturn, JobStatus
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, read_write
 
 from .console import UserError, exit_with_error
-from .run_dir import process_rank, refusal
+from .run_dir import STAMP, own_directory, process_rank, refusal
 from .upstream import launched_ranks, signal_that_ended
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
@@ -58,9 +58,11 @@ class KeepRunRecords(Callback):
 
     Hydra saves `.hydra/` and opens the log file as the job starts, before the task runs:
     `on_run_start` comes before that. The same config in its own directory passes, so that an
-    interrupted run resumes. Only rank 0 checks: every rank of a torchrun or DDP run starts the
+    interrupted run resumes; a directory named by the time is made here, one of the run's own
+    (`run_dir.own_directory`). Only rank 0 checks: every rank of a torchrun or DDP run starts the
     same command, in the directory that rank 0 is making. torchrun starts them all at once, so
-    the others wait for the check: what they write there would make the directory look taken.
+    the others wait for the check (what they write there would make the directory look taken),
+    then take the directory that rank 0 chose.
     """
 
     def on_run_start(self, config: DictConfig, **kwargs) -> None:
@@ -68,16 +70,27 @@ class KeepRunRecords(Callback):
         if process_rank() != 0:
             if store is not None:
                 store.wait([CHECKED_RUN_DIR])
+                run_in(config, store.get(CHECKED_RUN_DIR).decode())
             return
         HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
         task_config = OmegaConf.to_container(config)
         del task_config["hydra"]
+        run_dir = Path(config.hydra.run.dir)
+        if STAMP in OmegaConf.to_container(config.hydra.run)["dir"]:
+            run_dir = own_directory(run_dir)
+            run_in(config, str(run_dir))
         written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
-        problem = refusal(Path(config.hydra.run.dir), task_config, written)
+        problem = refusal(run_dir, task_config, written)
         if problem:
             exit_with_error(problem)
         if store is not None:
-            store.set(CHECKED_RUN_DIR, "yes")
+            store.set(CHECKED_RUN_DIR, str(run_dir))
+
+
+def run_in(config: DictConfig, run_dir: str) -> None:
+    """Makes `run_dir` the run's directory: Hydra's run_job reads it after this callback."""
+    with read_write(config.hydra.run):
+        config.hydra.run.dir = run_dir
 
 
 def relaunches_script(trainer) -> bool:

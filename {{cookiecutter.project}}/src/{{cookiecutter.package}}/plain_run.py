@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .run_dir import refusal
+from .run_dir import STAMP, own_directory, refusal
 
 # Settings whose value Hydra's override grammar reads as this same text, or as a whole number:
 # no quotes, brackets, commas, interpolations, escapes or spaces.
@@ -145,18 +145,23 @@ class PlainRun:
             config[key] = value
         # Hydra records the task's overrides, not its own.
         self.overrides = [argument for argument in arguments if argument.split("=")[0] in given]
-        runtime = {"runtime.cwd": os.getcwd()}
-        self.run_dir = Path(os.path.abspath(resolved(run_dir, config, runtime)))
-        runtime["runtime.output_dir"] = str(self.run_dir)
-        self.log_name = resolved(job.get("name", task), config, runtime)
+        self.stamped = STAMP in run_dir
+        self.runtime = {"runtime.cwd": os.getcwd()}
+        self.run_dir = Path(os.path.abspath(resolved(run_dir, config, self.runtime)))
+        self.runtime["runtime.output_dir"] = str(self.run_dir)
+        self.log_name = resolved(job.get("name", task), config, self.runtime)
         self.saved = config
-        self.config = resolved(config, config, runtime)
+        self.config = resolved(config, config, self.runtime)
 
     def start(self) -> None:
         """Refuses the run directory in one line, as launch.KeepRunRecords does, or writes
         Hydra's records into it and logs to its `<task>.log` and the console."""
         from .console import exit_with_error
 
+        if self.stamped:
+            self.run_dir = own_directory(self.run_dir)
+            self.runtime["runtime.output_dir"] = str(self.run_dir)
+            self.config = resolved(self.saved, self.saved, self.runtime)
         output_dir = self.config.get("paths", {}).get("output_dir")
         problem = refusal(self.run_dir, self.saved, output_dir)
         if problem:

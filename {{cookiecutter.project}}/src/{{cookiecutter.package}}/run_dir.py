@@ -1,6 +1,7 @@
 """A run directory keeps one run's records: a run is refused, before anything is written, a
-directory that holds another task's or another config's run, or cannot be written; a rerun reads
-what the earlier run finished. Hydra's runs
+directory that holds another task's or another config's run, or cannot be written, and takes a
+directory of its own where the name is the time it started; a rerun reads what the earlier run
+finished. Hydra's runs
 check through the callback `launch.KeepRunRecords`, predict's plain runs (plain_run.py) directly.
 
 No torch and no Hydra at import: predict, which runs without either, is guarded as every task is.
@@ -16,6 +17,9 @@ import yaml
 
 from .console import cannot_write
 
+# How configs/hydra/default.yaml names a run directory by the time it starts: a run so named
+# takes a directory of its own (`own_directory`) instead of being refused one.
+STAMP = "${run_stamp:"
 # The longest file name that most file systems take, where the system does not say.
 NAME_MAX = 255
 # Room that a new run directory must have: Hydra's .hydra/*.yaml and the log are a few KiB.
@@ -43,6 +47,23 @@ def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
         if (earlier / ".hydra" / "config.yaml").is_file():
             problem = other_run(earlier, config)
     return problem
+
+
+def own_directory(run_dir: Path) -> Path:
+    """`run_dir`, or `<run_dir>_2`, `_3`, ... where runs that started in the same second (a loop
+    of predict commands, two trainings started together) made those before: the first that
+    this process makes, so that no two runs share one. `run_dir` where none can be made, for
+    `refusal` to say why."""
+    candidate, number = run_dir, 1
+    while True:
+        try:
+            candidate.mkdir(parents=True)
+            return candidate
+        except FileExistsError:
+            number += 1
+            candidate = run_dir.with_name(f"{run_dir.name}_{number}")
+        except OSError:
+            return run_dir
 
 
 def other_run(run_dir: Path, config: dict) -> str | None:
