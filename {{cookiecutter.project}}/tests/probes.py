@@ -2,6 +2,7 @@
 `+callbacks.<name>._target_=probes.<Class>` with this folder on PYTHONPATH, and networks
 defined outside the project."""
 
+import atexit
 import hashlib
 import json
 import time
@@ -15,7 +16,8 @@ from {{ cookiecutter.package }} import models
 
 class RankRecorder(pl.Callback):
     """Writes what this rank saw to `<dirpath>/rank<N>.json`: the train-split indices of every
-    batch per epoch, the synchronized val/test metrics, and every checkpoint it wrote."""
+    batch per epoch, the synchronized val/test metrics, and every checkpoint it wrote; and, as
+    the process exits, whether its process group was still alive, to `rank<N>.exit.json`."""
 
     def __init__(self, dirpath: str):
         self.dirpath = Path(dirpath)
@@ -30,6 +32,10 @@ class RankRecorder(pl.Callback):
             save(checkpoint, path, storage_options)
 
         io.save_checkpoint = counted_save
+        exit_path = self.dirpath / f"rank{trainer.global_rank}.exit.json"
+        atexit.register(
+            lambda: exit_path.write_text(json.dumps(torch.distributed.is_initialized()))
+        )
 
     def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
         # Every digits image is unique, so an image identifies its index in the train split.

@@ -68,6 +68,10 @@ def test_ddp_shards_syncs_and_writes_once(launcher, tmp_path):
         shards = [rank["train"][epoch] for rank in ranks]
         assert sorted(shards[0] + shards[1]) == list(range(TRAIN_SIZE))
     assert ranks[0]["train"]["0"] != ranks[0]["train"]["1"]
+    # Each rank ended its process group before the interpreter's shutdown, where gloo's threads
+    # can abort a finished run (exit -6).
+    for rank in (0, 1):
+        assert json.loads((probe / f"rank{rank}.exit.json").read_text()) is False
 
     # One run directory, one writer: the config printed once, one metrics.json, one set of
     # hyperparameters, and each checkpoint written once, by rank 0.

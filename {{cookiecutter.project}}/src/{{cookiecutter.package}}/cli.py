@@ -67,7 +67,9 @@ def run_task(name: str, cfg, run_dir: str):
         if name in CHECKS:  # refused before the task's module imports Lightning (seconds)
             getattr(importlib.import_module(f"{__package__}.input_checks"), CHECKS[name])(cfg)
         task = getattr(import_task(f"{__package__}.tasks.{name}"), TASKS[name])
-        return task(cfg)
+        result = task(cfg)
+        end_process_group()
+        return result
     except UserError as error:
         exit_with_error(str(error), error.exit_status)
     except KeyboardInterrupt:
@@ -77,6 +79,16 @@ def run_task(name: str, cfg, run_dir: str):
         if error.errno not in WRITE_ERRORS:
             raise
         exit_with_error(write_error(cfg, error, run_dir))
+
+
+def end_process_group() -> None:
+    """Ends this process's part in DDP once its task has ended well. Lightning leaves the
+    process group to the end of the process, where gloo's threads, torn down with the
+    interpreter, can abort it after a finished run ("terminate called without an active
+    exception", exit -6), and `train.py && export.py` would stop there."""
+    distributed = sys.modules.get("torch.distributed")  # imported by the tasks that use it
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def prepare() -> None:
