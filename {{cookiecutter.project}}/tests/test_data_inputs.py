@@ -458,6 +458,13 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             "kind",
             "column 'span' holds timedelta64",
         ),
+        (
+            {"order": [f"O-{index:03}" for index in range(40)]},
+            [],
+            "order",
+            "target column 'order' holds 40 classes in 40 rows: an identifier, not classes to "
+            "learn; pass data.target=<the column to predict>",
+        ),
         ({}, ["data.num_classes=5"], "kind", "data.num_classes=5, but the data has 2: set"),
         ({}, ["data.val_fraction=0.01"], "kind", "40 samples leave a split empty"),
     ],
@@ -482,6 +489,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "drop-not-bool",
         "unparsable",
         "durations",
+        "identifier-target",
         "wrong-num-classes",
         "empty-split",
     ],
@@ -489,6 +497,12 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
 def test_bad_tables_give_one_line(tmp_path, columns, overrides, target, message):
     path = table(tmp_path, "data.parquet", **columns)  # Parquet keeps each column's type
     fails_with(message, build_table, tmp_path, path, *overrides, target=target)
+
+
+def test_a_table_of_the_target_alone_is_one_line(tmp_path):
+    path = tmp_path / "labels.csv"
+    pd.DataFrame({"kind": ["a", "b"] * 20}).to_csv(path, index=False)
+    fails_with("labels.csv has no column but the target 'kind'", build_table, tmp_path, path)
 
 
 def test_a_numeric_target_is_a_regression_standardized_on_the_training_rows(tmp_path):

@@ -204,6 +204,12 @@ def test_a_missing_column_and_bytes_that_are_not_utf8_are_one_line(tmp_path):
             datamodule(tmp_path, f"data.path={path}", "data.text=body", "data.target=label")
 
 
+def test_a_text_column_that_is_also_the_target_is_one_line(tmp_path):
+    path = write_csv(tmp_path / "texts.csv", [("star moon", "sky"), ("soup", "kitchen")] * 10)
+    with pytest.raises(UserError, match="data.text and data.target both name column 'label'"):
+        datamodule(tmp_path, f"data.path={path}", "data.text=label", "data.target=label")
+
+
 def test_rows_of_texts_without_a_target_are_refused_or_dropped_as_for_tables(tmp_path):
     rows = [("star moon", "sky"), ("bread soup", "kitchen"), ("moon soup", None)] * 10
     path = write_csv(tmp_path / "texts.csv", rows)

@@ -72,6 +72,10 @@ class TableDataModule(ContractDataModule):
         )
         if target in features:
             raise UserError(f"data.features holds the target column {target!r}; leave it out")
+        if not features:  # a model of no inputs would train, and learn only the class shares
+            raise UserError(
+                f"{path} has no column but the target {target!r}: add the columns to learn from"
+            )
         unused = sorted(set(categorical) - set(features))
         if unused:
             raise UserError(f"data.categorical names {unused[0]!r}, which is not in data.features")

@@ -63,6 +63,11 @@ class TextDataModule(ContractDataModule):
             raise UserError(
                 "data=text with data.path needs data.text=<column> and data.target=<column>"
             )
+        if column == target:  # the model would read its answers, and score 100 %
+            raise UserError(
+                f"data.text and data.target both name column {column!r}: point data.text at the "
+                "column of texts"
+            )
         if not path.is_file():
             raise UserError(
                 f"data.path={path} does not exist; pass a .csv, .parquet or .jsonl file"

@@ -27,7 +27,8 @@ READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
 # A text column with more distinct values than this, and than half its training rows, names
-# rows rather than sorting them (a customer ID): one-hot, it would be a feature per row.
+# rows rather than sorting them (a customer ID): one-hot, it would be a feature per row; as the
+# target, most classes would have no training row, and the model could not be right.
 MAX_IDENTIFIER_VALUES = 20
 UNKNOWN = "<unknown>"
 # The parts of a date that become features (pandas' names); those of a time of day only if the
@@ -262,6 +263,12 @@ def fit_target(values: pd.Series, name: str, task: str | None, units: str | None
         task = "classification" if labels else "regression"
     if task == "regression":
         return regression.fit(values, name, units, train)
+    classes = values.nunique()
+    if classes > max(MAX_IDENTIFIER_VALUES, len(values) / 2):
+        raise UserError(
+            f"target column {name!r} holds {classes} classes in {len(values)} rows: an "
+            "identifier, not classes to learn; pass data.target=<the column to predict>"
+        )
     return classification.fit_column(values, name)
 
 
