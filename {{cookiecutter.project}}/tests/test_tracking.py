@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 import yaml
@@ -15,6 +16,8 @@ from matplotlib.image import imread
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from {{ cookiecutter.package }}.builders import build_trained, build_trainer
+from {{ cookiecutter.package }}.callbacks.confusion_matrix import draw as draw_confusion
+from {{ cookiecutter.package }}.callbacks.figures import to_rgb
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.records import git_state
 from {{ cookiecutter.package }}.tasks.train import train
@@ -225,6 +228,7 @@ def test_a_regressor_draws_predicted_against_true_and_residuals(example_data, tm
         "data=table",
         f"data.path={example_data['diabetes']}",
         "data.target=progression",
+        "data.units='$/# in $1k'",  # Matplotlib reads what two dollar signs hold as a formula
         "model=regressor",
         "logger=tensorboard",
         "callbacks.regression_plots.min_interval_s=0",
@@ -238,3 +242,12 @@ def test_a_regressor_draws_predicted_against_true_and_residuals(example_data, tm
     events.Reload()
     assert {"val/predicted_vs_true", "val/residuals"} <= set(events.Tags()["images"])
     assert len(events.Images("val/residuals")) == 2  # one per validation epoch
+
+
+def test_class_names_are_drawn_as_written_and_many_classes_by_number():
+    names = ["under $5", "$5 to $10", "#1 for $5 or #2 for $9"]  # no formula, though two $
+    prices = to_rgb(draw_confusion(np.eye(3, dtype=int), names))
+    assert prices.ndim == 3 and prices.std() > 0
+    many = draw_confusion(np.eye(100, dtype=int), [f"class {index}" for index in range(100)])
+    ticks = [label.get_text() for label in many.axes[0].get_xticklabels()]
+    assert ticks and not any("class" in tick for tick in ticks)  # too many names to read

@@ -4,7 +4,11 @@ import numpy as np
 from matplotlib.figure import Figure
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from .figures import ValidationPictures
+from .figures import ValidationPictures, plain
+
+# Ticks name the classes where the names can be read; beyond, the axes count the classes (and a
+# thousand names would take seconds to lay out at every drawing).
+MOST_NAMED = 40
 
 
 class ConfusionMatrixImage(ValidationPictures):
@@ -39,8 +43,9 @@ def draw(matrix: np.ndarray, class_names: list) -> Figure:
     figure = Figure(figsize=(5, 5), dpi=100, layout="tight")
     axes = figure.subplots()
     axes.imshow(matrix, cmap="Blues")
-    ticks = range(len(class_names))
-    axes.set(xticks=ticks, yticks=ticks, xticklabels=class_names, yticklabels=class_names)
+    if len(class_names) <= MOST_NAMED:
+        ticks, names = range(len(class_names)), [plain(name) for name in class_names]
+        axes.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
     axes.set(xlabel="predicted", ylabel="true", title="validation confusion matrix")
     if len(class_names) <= 20:
         dark = matrix.max() / 2

@@ -9,7 +9,7 @@ from matplotlib.figure import Figure
 from pytorch_lightning.utilities import rank_zero_only
 
 from ..records import is_logging_step
-from .figures import save_png, to_rgb
+from .figures import plain, save_png, to_rgb
 
 # Recorded at each logging step; every other metric once per epoch.
 PER_STEP = ("train/loss", "lr")
@@ -60,7 +60,7 @@ def draw(curves: dict[str, list], title: str) -> Figure:
             steps,
             [float(value) for value in values],
             marker="." if len(steps) < 50 else None,
-            label=name,
+            label=plain(name),  # a module may log any name
         )
     axes.set(xlabel="step", title=title)
     axes.grid(alpha=0.3)

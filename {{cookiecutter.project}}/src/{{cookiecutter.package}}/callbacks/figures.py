@@ -21,6 +21,12 @@ def to_rgb(figure: Figure) -> np.ndarray:
     return np.asarray(canvas.buffer_rgba())[..., :3].copy()
 
 
+def plain(text) -> str:
+    """`text` as Matplotlib is to write it, its dollar signs as such: two of them would make it
+    a formula, which a class named "$5-$10" fails to draw as."""
+    return str(text).replace("$", r"\$")
+
+
 def save_png(image: np.ndarray, path: Path) -> None:
     with staged(path) as partial:
         imsave(partial, image)

@@ -4,7 +4,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from torchmetrics import CatMetric
 
-from .figures import ValidationPictures
+from .figures import ValidationPictures, plain
 
 
 class RegressionPlots(ValidationPictures):
@@ -38,7 +38,7 @@ class RegressionPlots(ValidationPictures):
         predicted, true = results
         target = trainer.datamodule.contract.target
         # e.g. "progression" or "price (USD)": what the axes measure.
-        quantity = target.name + (f" ({target.units})" if target.units else "")
+        quantity = plain(target.name + (f" ({target.units})" if target.units else ""))
         return {
             "predicted_vs_true": scatter(
                 true, predicted, f"true {quantity}", f"predicted {quantity}", diagonal=True
