@@ -8,10 +8,10 @@ background of another, so that the three channels differ. Offline and determinis
 """
 
 import colorsys
-import sys
 from pathlib import Path
 
 import numpy as np
+from example_folder import folder_argument  # beside this script
 from PIL import Image
 from sklearn.datasets import load_digits
 
@@ -34,6 +34,5 @@ def write(folder: Path, seed: int = 0) -> Path:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    print(f"wrote {len(list(write(Path(sys.argv[1])).rglob('*.png')))} images to {sys.argv[1]}")
+    folder = write(folder_argument(__doc__))
+    print(f"wrote {len(list(folder.rglob('*.png')))} images to {folder}")

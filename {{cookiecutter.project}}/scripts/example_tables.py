@@ -15,11 +15,11 @@ progression, a measure of the disease one year after the baseline: a regression 
 Offline and deterministic.
 """
 
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from example_folder import folder_argument  # beside this script
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 
 
@@ -57,7 +57,5 @@ def write(folder: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    for path in write(Path(sys.argv[1])):
+    for path in write(folder_argument(__doc__)):
         print(f"wrote {path}")

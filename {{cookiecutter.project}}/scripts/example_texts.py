@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from example_folder import folder_argument  # beside this script
 
 TOPICS = ["art", "computers", "politics", "science", "work"]
 
@@ -48,7 +49,5 @@ def write(folder: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    for path in write(Path(sys.argv[1])):
+    for path in write(folder_argument(__doc__)):
         print(f"wrote {path}")

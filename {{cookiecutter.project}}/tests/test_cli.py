@@ -2,6 +2,8 @@
 
 import resource
 import signal
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -9,6 +11,7 @@ from conftest import (
     CONFIGS,
     FAST_LATENCY,
     QUIET,
+    ROOT,
     compose_config,
     error_lines,
     kept_in_log,
@@ -407,3 +410,25 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
     assert not list(tmp_path.rglob("*.partial*"))
     if case == "wandb":
         assert "`wandb login`" in line and "WANDB_MODE=offline" in line
+
+
+@pytest.mark.parametrize("script", ["example_images.py", "example_tables.py", "example_texts.py"])
+def test_an_example_script_shows_its_use_and_refuses_a_file_for_its_folder(script, tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    command = [sys.executable, str(ROOT / "scripts" / script)]
+
+    def run(*arguments):
+        return subprocess.run(
+            [*command, *arguments], cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+
+    shown = run("--help")
+    assert shown.returncode == 0 and f"python scripts/{script} <folder>" in shown.stdout
+    refused = run(str(mine))
+    assert refused.returncode == 1
+    line = f"error: {mine} is a file; pass a folder to write the example data into\n"
+    assert refused.stderr == line
+    assert run().returncode == 1
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]  # no "--help" folder
+    assert mine.read_text() == "mine"
