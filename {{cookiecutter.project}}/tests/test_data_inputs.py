@@ -463,7 +463,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             [],
             "order",
             "target column 'order' holds 40 classes in 40 rows: an identifier, not classes to "
-            "learn; pass data.target=<the column to predict>",
+            "learn; pass data.target=<the column to predict>, or data.task=classification if",
         ),
         ({}, ["data.num_classes=5"], "kind", "data.num_classes=5, but the data has 2: set"),
         ({}, ["data.val_fraction=0.01"], "kind", "40 samples leave a split empty"),

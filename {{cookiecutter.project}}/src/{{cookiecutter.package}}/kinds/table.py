@@ -252,23 +252,24 @@ def require_plain(frame: pd.DataFrame, columns: list[str], source: str) -> None:
 def fit_target(values: pd.Series, name: str, task: str | None, units: str | None, train):
     """What the target column asks of the model. `task` null: text and booleans are class
     labels, and so are integers with at most MAX_INTEGER_CLASSES distinct values (the class
-    names are the values, sorted); other numbers are a regression target, standardized with the
-    mean and std of the `train` rows."""
+    names are the values, sorted), unless they name rows; other numbers are a regression target,
+    standardized with the mean and std of the `train` rows."""
     from ..targets import classification, regression
 
     kind = values.dtype.kind
     integers = kind in "iu" or (kind == "f" and bool((values % 1 == 0).all()))
     if task is None:
-        labels = kind in "bO" or (integers and values.nunique() <= MAX_INTEGER_CLASSES)
+        classes = values.nunique()
+        labels = kind in "bO" or (integers and classes <= MAX_INTEGER_CLASSES)
+        if labels and classes > max(MAX_IDENTIFIER_VALUES, len(values) / 2):
+            raise UserError(
+                f"target column {name!r} holds {classes} classes in {len(values)} rows: an "
+                "identifier, not classes to learn; pass data.target=<the column to predict>, "
+                "or data.task=classification if they are classes all the same"
+            )
         task = "classification" if labels else "regression"
     if task == "regression":
         return regression.fit(values, name, units, train)
-    classes = values.nunique()
-    if classes > max(MAX_IDENTIFIER_VALUES, len(values) / 2):
-        raise UserError(
-            f"target column {name!r} holds {classes} classes in {len(values)} rows: an "
-            "identifier, not classes to learn; pass data.target=<the column to predict>"
-        )
     return classification.fit_column(values, name)
 
 
