@@ -245,6 +245,9 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     assert "e.g. 64MB" in refusal("optimize", f"output_dir={tmp_path / 'new'}", "chunk_bytes=64")
     before = {path: path.stat().st_mtime_ns for path in stream.rglob("*")}
     assert "already holds files" in refusal("optimize", f"output_dir={stream}")
+    data = next(path for path in stream.rglob("*") if path.is_file())
+    line = f"output_dir={data} is a file; choose a folder for the chunks"  # not "remove them"
+    assert refusal("optimize", f"output_dir={data}") == line
     assert {path: path.stat().st_mtime_ns for path in stream.rglob("*")} == before
     assert "needs data.input_dir" in refusal("train", "data=stream")
     (tmp_path / "unfinished" / "train").mkdir(parents=True)

@@ -2,13 +2,21 @@
 split, for `python train.py data=stream data.input_dir=<the same output_dir>`."""
 
 import os
+from pathlib import Path
 
 from omegaconf import DictConfig
 
 from ..builders import build_datamodule
 from ..console import UserError, show
 from ..data.base import SPLITS
-from ..data.stream import ChunkSample, StreamDataModule, holds_files, location, write_contract
+from ..data.stream import (
+    ChunkSample,
+    StreamDataModule,
+    holds_files,
+    is_remote,
+    location,
+    write_contract,
+)
 from ..options import OptimizeOptions, validated
 from ..upstream import allow_plain_http_object_storage
 
@@ -16,6 +24,8 @@ from ..upstream import allow_plain_http_object_storage
 def optimize(cfg: DictConfig) -> str:
     options = validated(OptimizeOptions, cfg)
     output_dir = options.output_dir
+    if not is_remote(output_dir) and Path(output_dir).is_file():  # not theirs to remove
+        raise UserError(f"output_dir={output_dir} is a file; choose a folder for the chunks")
     if holds_files(output_dir):  # nothing already written is overwritten or mixed in
         raise UserError(
             f"output_dir={output_dir} already holds files; remove them or choose another "
