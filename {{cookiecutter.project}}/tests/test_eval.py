@@ -48,6 +48,22 @@ def test_eval_checks_the_data_options_it_is_given(trained_run, tmp_path):
         evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}", "+data.batch_size=0"]))
 
 
+def test_eval_on_data_of_another_kind_is_one_line(trained_run, tmp_path):
+    best = trained_run / "checkpoints" / "best.ckpt"
+    kind = read_checkpoint(best)["config"]["contract"]["input"]["kind"]
+    rows = tmp_path / "rows.csv"
+    rows.write_text("words,size,label\n" + "star moon,1.5,sky\nbread soup,2.5,kitchen\n" * 20)
+    other = "text" if kind == "table" else "table"
+    data = [f"data={other}", f"data.path={rows}", "data.target=label"]
+    data += ["data.text=words"] if other == "text" else []
+    with pytest.raises(UserError) as refused:
+        evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}", *data]))
+    assert str(refused.value) == (
+        f"the model was trained on {kind} inputs and this data config reads {other} inputs: pass "
+        "a data config of its kind, or none for the data it was trained on"
+    )
+
+
 @pytest.mark.slow  # an eval.py process
 def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
     best = trained_run / "checkpoints" / "best.ckpt"

@@ -101,9 +101,20 @@ class ContractDataModule(pl.LightningDataModule):
         if self.contract is None:
             with collection_paused():
                 samples = self.read()
+                self.check_kind()
                 self.contract = self.trained or self.fit(samples)
                 self.splits = self.apply(samples, self.contract)
             self.check_shapes()
+
+    def check_kind(self) -> None:
+        """A trained model's contract applies to data of its input kind only (a stream knows
+        its kind once read)."""
+        if self.trained and self.trained.input.kind != self.kind:
+            raise UserError(
+                f"the model was trained on {self.trained.input.kind} inputs and this data config "
+                f"reads {self.kind} inputs: pass a data config of its kind, or none for the data "
+                "it was trained on"
+            )
 
     def declare(self, preprocessing: Preprocessing, target: Target) -> Contract:
         """The contract of samples prepared by `preprocessing` (with the settings of `given` in
