@@ -114,6 +114,31 @@ def test_plain_settings_and_hydra_give_the_same_run(digits_export, tmp_path):
         ]
 
 
+def test_a_run_refused_before_it_wrote_anything_leaves_its_directory_to_the_next(
+    digits_export, tmp_path
+):
+    """A run stopped by a bad setting left only its records and log: the corrected command
+    takes its directory, by either route, and the log keeps both runs."""
+    [image] = save_pngs(load_digits().images[:1], tmp_path / "image")
+    for route, quote in {"plain": "", "hydra": "'"}.items():
+        run_dir = tmp_path / route
+        inputs = {"refused": tmp_path / "missing.png", "fixed": image}
+        results = {
+            name: run_cli(
+                "predict.py",
+                f"model={digits_export}",
+                f"input={quote}{path}{quote}",
+                f"hydra.run.dir={run_dir}",
+            )
+            for name, path in inputs.items()
+        }
+        assert results["refused"].returncode == 1
+        assert results["fixed"].returncode == 0, results["fixed"].stderr
+        [prediction] = json.loads((run_dir / "predictions.json").read_text())["predictions"]
+        assert prediction["file"] == str(image)
+        assert "missing.png' does not exist" in (run_dir / "predict.log").read_text()
+
+
 def test_runs_that_start_in_the_same_second_each_get_a_directory_of_their_own(
     digits_export, tmp_path
 ):

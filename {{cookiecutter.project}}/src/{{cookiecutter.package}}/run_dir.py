@@ -80,6 +80,8 @@ def other_run(run_dir: Path, config: dict) -> str | None:
                 "choose a new or empty hydra.run.dir"
             )
         return None
+    if records_only(run_dir):  # its run stopped (a setting refused) before it wrote anything
+        return None
     earlier = yaml.safe_load(saved.read_text()) or {}
     if earlier.get("task_name") != config.get("task_name"):
         return (
@@ -93,6 +95,12 @@ def other_run(run_dir: Path, config: dict) -> str | None:
             "settings to resume it, or choose a new hydra.run.dir"
         )
     return None
+
+
+def records_only(run_dir: Path) -> bool:
+    """Whether `run_dir` holds nothing but Hydra's records and logs: nothing that a new run would
+    overwrite, and the log goes on in the same file."""
+    return all(path.name == ".hydra" or path.suffix == ".log" for path in run_dir.iterdir())
 
 
 def differences(earlier: dict, now: dict, most: int = 3) -> str:
