@@ -453,6 +453,13 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             "'age' holds numbers and text such as 'about 12'",
         ),
         (
+            {"price": ["1.5", "cheap"] * 20},
+            ["data.task=regression"],
+            "price",
+            "target column 'price' holds numbers and text such as 'cheap'; fix them: a "
+            "regression target must be numbers (data.task=classification reads it as class",
+        ),
+        (
             {"span": pd.timedelta_range("1h", periods=40)},
             [],
             "kind",
@@ -488,6 +495,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "not-a-date",
         "drop-not-bool",
         "unparsable",
+        "unparsable-target",
         "durations",
         "identifier-target",
         "wrong-num-classes",

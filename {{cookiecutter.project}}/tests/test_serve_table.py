@@ -130,6 +130,12 @@ BAD_ROWS = {
         422,
         "rows: column 'hue' holds text; the model was trained on numbers there",
     ),
+    "some text": (
+        lambda row: {"json": {"rows": [row, {**row, "hue": "pale"}]}},
+        422,
+        "rows: column 'hue' holds numbers and text such as 'pale'; fix them: the model was "
+        "trained on numbers there",
+    ),
     "list": (lambda row: {"json": {"rows": [{**row, "hue": [1]}]}}, 422, "a list of objects"),
     "infinite": (infinite, 422, "sample 0 holds NaN or infinite values"),
     "no rows": (lambda row: {"json": {"rows": []}}, 422, "rows must be a list of objects"),

@@ -20,25 +20,26 @@ def categories(values: pd.Series) -> pd.Series:
     return values.map(category, na_action="ignore")
 
 
-def numeric_column(values: pd.Series, name: str) -> pd.Series | None:
-    """The column as float64, or None if it holds text that is not numbers (a categorical one)."""
+def numeric_column(
+    values: pd.Series, name: str, where: str = "", fix: str | None = None
+) -> pd.Series | None:
+    """The column as float64, or None if it holds text that is not numbers (a categorical one).
+    A value that is neither is refused, the line starting with `where` the rows come from and
+    ending with `fix`, what to do about it: by default, a training feature's settings to change
+    (a target's, or a trained model's input, cannot be changed so)."""
     if values.dtype.kind in "biuf":
         return values.astype("float64")
     if values.dtype.kind != "O":  # text, categories or mixed objects pass on to parsing
-        raise UserError(
-            f"column {name!r} holds {values.dtype} values; convert it to numbers or text, "
-            "or leave it out of data.features"
-        )
+        fix = fix or "convert it to numbers or text, or leave it out of data.features"
+        raise UserError(f"{where}column {name!r} holds {values.dtype} values; {fix}")
     present = values.dropna()
     parsed = pd.to_numeric(present, errors="coerce")
     if len(present) and parsed.isna().all():
         return None
     if parsed.isna().any():
         bad = present[parsed.isna()].iloc[0]
-        raise UserError(
-            f"column {name!r} holds numbers and text such as {bad!r}; fix those values, leave "
-            f"them empty if missing, or add {name} to data.categorical"
-        )
+        fix = fix or f"fix them, leave them empty if missing, or add {name} to data.categorical"
+        raise UserError(f"{where}column {name!r} holds numbers and text such as {bad!r}; {fix}")
     return pd.to_numeric(values, errors="coerce")
 
 

@@ -298,12 +298,10 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
             start += len(spec.parts)
             continue
         if isinstance(spec, Numeric):
-            numbers = numeric_column(values, spec.name)
+            trained = "the model was trained on numbers there"
+            numbers = numeric_column(values, spec.name, f"{source}: ", f"fix them: {trained}")
             if numbers is None:
-                raise UserError(
-                    f"{source}: column {spec.name!r} holds text; the model was trained on "
-                    "numbers there"
-                )
+                raise UserError(f"{source}: column {spec.name!r} holds text; {trained}")
             filled = numbers.fillna(spec.fill).to_numpy()
             with np.errstate(over="ignore"):  # beyond float32: infinite, refused as such
                 encoded[:, start] = (filled - spec.mean) / spec.std

@@ -28,11 +28,12 @@ def fit(values: "pd.Series", name: str, units: str | None, train=None) -> Target
     """The target's standardization, from the `train` rows (all rows if None)."""
     from ..columns import numeric_column
 
-    numbers = None if values.dtype.kind == "b" else numeric_column(values, name)
+    labels = "(data.task=classification reads it as class labels)"
+    fix = f"fix them: a regression target must be numbers {labels}"
+    numbers = None if values.dtype.kind == "b" else numeric_column(values, name, "target ", fix)
     if numbers is None:
         raise UserError(
-            f"target column {name!r} holds text: a regression target must be numbers "
-            "(data.task=classification reads it as class labels)"
+            f"target column {name!r} holds text: a regression target must be numbers {labels}"
         )
     fitted = numbers if train is None else numbers.iloc[train]
     mean, std = float(fitted.mean()), float(fitted.std(ddof=0))
@@ -53,11 +54,10 @@ def encode(values: "pd.Series", target: Target) -> np.ndarray:
     """The values standardized (float32)."""
     from ..columns import numeric_column
 
-    numbers = numeric_column(values, target.name)
+    trained = "the model was trained on numbers there"
+    numbers = numeric_column(values, target.name, "target ", f"fix them: {trained}")
     if numbers is None:
-        raise UserError(
-            f"target column {target.name!r} holds text; the model was trained on numbers there"
-        )
+        raise UserError(f"target column {target.name!r} holds text; {trained}")
     return ((numbers.to_numpy() - target.mean) / target.std).astype(np.float32)
 
 
