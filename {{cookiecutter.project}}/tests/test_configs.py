@@ -139,6 +139,26 @@ def test_the_model_config_picks_the_network_for_the_datas_kind(
 
 
 @pytest.mark.parametrize(
+    ("data", "kind", "net", "network"),
+    [
+        ("images", "image", "bag", "TokenBag"),
+        ("table", "table", "cnn", "SmallCNN"),
+        ("text", "text", "mlp", "MLP"),  # token ids, which it would multiply as numbers
+    ],
+)
+def test_a_network_that_cannot_take_the_datas_inputs_is_one_line(
+    data, kind, net, network, example_data, tmp_path
+):
+    overrides = [f"data={data}", *example_overrides(data, example_data), f"model/net={net}"]
+    cfg = compose_config("train", tmp_path, overrides)
+    with pytest.raises(UserError) as refused:
+        build_model(cfg, build_datamodule(cfg))
+    line = str(refused.value)
+    assert line.startswith(f"model.net {network} cannot take the data's {kind} inputs (")
+    assert line.endswith(f"declares for {kind} inputs, or choose one that takes them")
+
+
+@pytest.mark.parametrize(
     ("data", "tokens"),
     # Images: a 2x2 grid of patches; the breast cancer table: one token per feature; texts: one
     # per token, up to max_length (128). And CLS.

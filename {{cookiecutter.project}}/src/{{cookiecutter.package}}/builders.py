@@ -25,7 +25,7 @@ from pytorch_lightning.utilities.exceptions import MisconfigurationException
 from . import targets
 from .checkpoints import trained_configs
 from .console import UserError
-from .contract import Target
+from .contract import Input, Target
 from .options import DATA, check_seed, validated
 from .saving import ConfigInCheckpoint
 from .upstream import call_callbacks_that_define_each_hook, record_sigterm_without_collectives
@@ -124,6 +124,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     it to `model.net`, which the checkpoint keeps."""
     choose_network(cfg, datamodule)
     if datamodule is not None:
+        check_network(cfg.model.get("net"), datamodule.contract.input)
         check_task(get_object(cfg.model._target_), datamodule.contract.target)
     model = instantiate_model(cfg.model)
     record = getattr(getattr(model, "net", None), "record", None)
@@ -155,6 +156,22 @@ def choose_network(cfg: DictConfig, datamodule=None) -> None:
     with open_dict(cfg.model):
         cfg.model.net = net
         del cfg.model.nets
+
+
+def check_network(net: DictConfig | None, sample: Input) -> None:
+    """One line, before it is built, for a network whose `takes` (dtype, dimensions) the data's
+    samples are not: a CNN given table rows, an MLP given token ids. Networks that declare
+    nothing (the transformer, the user's own) are not checked."""
+    takes = getattr(get_object(net._target_), "takes", None) if net and "_target_" in net else None
+    if takes is None:
+        return
+    dtype, dimensions = takes
+    if sample.dtype != dtype or dimensions not in (None, len(sample.shape)):
+        raise UserError(
+            f"model.net {net._target_.rsplit('.', 1)[-1]} cannot take the data's {sample.kind} "
+            f"inputs ({sample.dtype}, shape {sample.shape}): leave out model/net for the network "
+            f"that model.nets declares for {sample.kind} inputs, or choose one that takes them"
+        )
 
 
 def data_kind(data: DictConfig) -> str:

@@ -24,6 +24,10 @@ class SmallCNN(nn.Module):
     64x64 costs about what 16x16 does; the head pools to a 4x4 grid whatever the image size.
     """
 
+    # The samples a network takes, dtype and number of dimensions (None: any), which builders.py
+    # checks the data's against before building it: images here, channels x height x width.
+    takes = ("float32", 3)
+
     def __init__(
         self,
         in_channels: int = 1,
@@ -64,6 +68,8 @@ class MLP(nn.Module):
     """Flattens its input (an image or a table row), then fully connected layers with BatchNorm
     and dropout."""
 
+    takes = ("float32", None)  # numbers of any shape
+
     def __init__(
         self,
         in_features: int = 64,
@@ -94,6 +100,8 @@ class TokenBag(nn.Module):
     layer (fastText's classifier without its n-grams, which overfit the example's few thousand
     texts). Padding (id 0) counts for nothing, so a text gives the same answer however it is
     padded."""
+
+    takes = ("int64", 1)  # a text's token ids
 
     def __init__(
         self, vocab_size: int = 20000, num_classes: int = 2, dim: int = 64, dropout: float = 0.5
