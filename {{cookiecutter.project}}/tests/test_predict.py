@@ -258,13 +258,26 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
             "{tmp}/words.npy",
             "is neither an .onnx file nor a folder with model.onnx; pass model=<export dir>",
         ),
+        (
+            "{run}",
+            "{tmp}/words.npy",
+            "is a training run, not an export: export it first (python export.py ckpt_path="
+            "{run}/checkpoints/best.ckpt), then pass model=<the export's folder>",
+        ),
+        (
+            "{run}/checkpoints/best.ckpt",
+            "{tmp}/words.npy",
+            "best.ckpt' is a checkpoint, not an export: export it first",
+        ),
     ],
-    ids=["dtype", "missing-input", "not-an-input", "not-onnx", "no-model"],
+    ids=["dtype", "missing-input", "not-an-input", "not-onnx", "no-model", "a-run", "a-ckpt"],
 )
-def test_bad_inputs_name_what_was_expected(exported_run, tmp_path, model, input, message):
+def test_bad_inputs_name_what_was_expected(
+    exported_run, trained_run, tmp_path, model, input, message
+):
     np.save(tmp_path / "words.npy", np.array(["three", "seven"]))
-    paths = {"export": exported_run, "tmp": tmp_path}
-    with pytest.raises(UserError, match=re.escape(message)):
+    paths = {"export": exported_run, "tmp": tmp_path, "run": trained_run}
+    with pytest.raises(UserError, match=re.escape(message.format(**paths))):
         run_predict(model.format(**paths), input.format(**paths), tmp_path / "run")
     assert not (tmp_path / "run" / "predictions.json").exists()
 

@@ -23,6 +23,21 @@ from .onnx_session import VARIANTS, open_session, run
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
 
 
+def not_an_export(path: Path) -> str:
+    """Why `path` holds no export: a training run or a checkpoint is exported first."""
+    checkpoint = path / "checkpoints" / "best.ckpt" if path.is_dir() else path
+    if checkpoint.suffix == ".ckpt" and checkpoint.is_file():
+        what = "a training run" if path.is_dir() else "a checkpoint"
+        return (
+            f"model={str(path)!r} is {what}, not an export: export it first (python export.py "
+            f"ckpt_path={checkpoint}), then pass model=<the export's folder>"
+        )
+    return (
+        f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
+        "pass model=<export dir>"
+    )
+
+
 def load_export(
     path: Path, threads: int = 0, variant: str = "fp32"
 ) -> tuple[ort.InferenceSession, Manifest]:
@@ -31,11 +46,8 @@ def load_export(
     against each other before anything is predicted. `path` is the export's folder, or the
     variant's file in it."""
     model = path / "model.onnx" if path.is_dir() else path
-    if not model.is_file():
-        raise UserError(
-            f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
-            "pass model=<export dir>"
-        )
+    if not model.is_file() or model.suffix == ".ckpt":
+        raise UserError(not_an_export(path))
     manifest_path = model.parent / "manifest.json"
     if not manifest_path.is_file():
         raise UserError(f"no manifest.json next to {model}; pass the folder of an export.py run")
