@@ -172,10 +172,19 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
     broken.write_bytes(b"not a checkpoint")
     missing = "ckpt_path 'missing.ckpt' is not a file; pass ckpt_path="
     unreadable = f"{broken} is not a checkpoint (torch.save writes zip archives, this is none)"
+    best = tmp_path / "a-run" / "checkpoints" / "best.ckpt"
+    best.parent.mkdir(parents=True)
+    best.write_bytes(b"")
+
+    def folder(path):
+        return f"ckpt_path '{path}' is a folder; pass the checkpoint in it, e.g. ckpt_path={best}"
+
     cases = [
         (train, "train", "missing.ckpt", missing),
         (evaluate, "eval", "missing.ckpt", missing),
         (evaluate, "eval", broken, unreadable),
+        (evaluate, "eval", best.parents[1], folder(best.parents[1])),  # the run's folder
+        (evaluate, "eval", best.parent, folder(best.parent)),
     ]
     for task, name, ckpt, message in cases:
         with pytest.raises(UserError) as error:

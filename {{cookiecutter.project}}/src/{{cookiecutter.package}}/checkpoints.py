@@ -33,6 +33,14 @@ CRC_CHUNK = 64 << 20  # bytes summed per call: large, and bounded for members of
 def load_checkpoint(path: str | Path) -> dict:
     """Reads a checkpoint with `weights_only=True`, turning every failure into one clear line."""
     path = Path(path)
+    if path.is_dir():  # a run's folder, or its checkpoints/
+        inside = [path / "checkpoints" / "best.ckpt", path / "best.ckpt"]
+        checkpoint = next((found for found in inside if found.is_file()), None)
+        if checkpoint:
+            raise UserError(
+                f"ckpt_path {str(path)!r} is a folder; pass the checkpoint in it, e.g. "
+                f"ckpt_path={checkpoint}"
+            )
     if not path.is_file():
         raise UserError(
             f"ckpt_path {str(path)!r} is not a file; pass ckpt_path=<checkpoint>, "
