@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from .console import UserError
 from .contract import Contract
 from .options import DATA, validated
+from .run_dir import checkpoint_in
 from .upstream import refused_a_global
 
 # Where a refused target can be allowed; never by a checkpoint.
@@ -33,14 +34,11 @@ CRC_CHUNK = 64 << 20  # bytes summed per call: large, and bounded for members of
 def load_checkpoint(path: str | Path) -> dict:
     """Reads a checkpoint with `weights_only=True`, turning every failure into one clear line."""
     path = Path(path)
-    if path.is_dir():  # a run's folder, or its checkpoints/
-        inside = [path / "checkpoints" / "best.ckpt", path / "best.ckpt"]
-        checkpoint = next((found for found in inside if found.is_file()), None)
-        if checkpoint:
-            raise UserError(
-                f"ckpt_path {str(path)!r} is a folder; pass the checkpoint in it, e.g. "
-                f"ckpt_path={checkpoint}"
-            )
+    if checkpoint := checkpoint_in(path):
+        raise UserError(
+            f"ckpt_path {str(path)!r} is a folder; pass the checkpoint in it, e.g. "
+            f"ckpt_path={checkpoint}"
+        )
     if not path.is_file():
         raise UserError(
             f"ckpt_path {str(path)!r} is not a file; pass ckpt_path=<checkpoint>, "

@@ -19,14 +19,15 @@ from .console import UserError
 from .contract import Artifact, Manifest
 from .files import sha256
 from .onnx_session import VARIANTS, open_session, run
+from .run_dir import checkpoint_in
 
 CHUNK = 256  # samples per onnxruntime call, which bounds memory on large inputs
 
 
 def not_an_export(path: Path) -> str:
     """Why `path` holds no export: a training run or a checkpoint is exported first."""
-    checkpoint = path / "checkpoints" / "best.ckpt" if path.is_dir() else path
-    if checkpoint.suffix == ".ckpt" and checkpoint.is_file():
+    checkpoint = checkpoint_in(path) if path.is_dir() else path
+    if checkpoint and checkpoint.suffix == ".ckpt" and checkpoint.is_file():
         what = "a training run" if path.is_dir() else "a checkpoint"
         return (
             f"model={str(path)!r} is {what}, not an export: export it first (python export.py "

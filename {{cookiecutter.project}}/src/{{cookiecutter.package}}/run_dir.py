@@ -66,6 +66,13 @@ def own_directory(run_dir: Path) -> Path:
             return run_dir
 
 
+def checkpoint_in(folder: Path) -> Path | None:
+    """The best.ckpt of a training run's folder (or of its checkpoints/), if it holds one: what
+    a user who passed the folder meant."""
+    found = (folder / "checkpoints" / "best.ckpt", folder / "best.ckpt")
+    return next((path for path in found if path.is_file()), None)
+
+
 def other_run(run_dir: Path, config: dict) -> str | None:
     """What in `run_dir` a run of `config` would overwrite, if anything."""
     if not run_dir.exists():

@@ -281,6 +281,9 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
     columns the model does not use are ignored."""
     require_columns(frame, preprocessing.names, source)
     encoded = np.empty((len(frame), len(preprocessing.features)), dtype=np.float32)
+    # For refusals: where the rows come from, and what the model takes.
+    where, trained = f"{source}: ", "the model was trained on numbers there"
+    fix = f"fix them: {trained}"
     start = 0
     for spec in preprocessing.columns:
         values = frame[spec.name]
@@ -298,10 +301,9 @@ def encode(frame: pd.DataFrame, preprocessing: Preprocessing, source: str = "the
             start += len(spec.parts)
             continue
         if isinstance(spec, Numeric):
-            trained = "the model was trained on numbers there"
-            numbers = numeric_column(values, spec.name, f"{source}: ", f"fix them: {trained}")
+            numbers = numeric_column(values, spec.name, where, fix)
             if numbers is None:
-                raise UserError(f"{source}: column {spec.name!r} holds text; {trained}")
+                raise UserError(f"{where}column {spec.name!r} holds text; {trained}")
             filled = numbers.fillna(spec.fill).to_numpy()
             with np.errstate(over="ignore"):  # beyond float32: infinite, refused as such
                 encoded[:, start] = (filled - spec.mean) / spec.std
