@@ -44,6 +44,38 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_sweep_goes_on_past_a_diverged_trial_and_ends_in_one_line_if_none_finished(tmp_path):
+    # An infinite learning rate makes every trial's loss NaN at its first update.
+    result = run_cli(
+        "train.py",
+        "hparams_search=optuna",
+        "hydra.sweeper.n_trials=2",
+        "model.optimizer.lr=inf",
+        *JOB,
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert result.stdout.count("NaN or infinite") == 2  # the first trial did not end the sweep
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1] == (
+        "error: the sweep has no trial to report: each one failed (see its line above), or "
+        "hydra.sweeper.n_trials was below 1"
+    )
+    assert sorted(path.name for path in tmp_path.iterdir() if path.is_dir()) == ["0", "1"]
+
+
+@pytest.mark.slow
+def test_a_sweep_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path):
+    result = run_cli(
+        "train.py", "-m", "optimized_metric=val/nothing", *JOB, f"hydra.sweep.dir={tmp_path}"
+    )
+    assert result.returncode == 1
+    line = result.stderr.splitlines()[-1]
+    assert line.startswith("error: optimized_metric=val/nothing is not a metric of this run;")
+    assert "val/loss" in line  # the choices
+
+
+@pytest.mark.slow
 def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_path):
     # .env puts W&B offline: that the runs come out offline shows the file was read.
     (tmp_path / ".env").write_text(f"WANDB_MODE=offline\nWANDB_API_KEY={SECRET}\n")

@@ -346,6 +346,17 @@ def test_hydra_raises_its_report_with_hydra_full_error_and_it_fits_one_line(
         hydra_app(override)
 
 
+def test_optuna_s_error_for_a_study_without_a_complete_trial_is_the_one_matched():
+    import optuna
+
+    study = optuna.create_study()
+    study.tell(study.ask(), state=optuna.trial.TrialState.FAIL)
+    with pytest.raises(ValueError) as error:
+        study.best_trial  # noqa: B018 (the property raises)
+    assert upstream.no_trial_completed(error.value)
+    assert not upstream.no_trial_completed(ValueError("another"))
+
+
 def test_hydra_help_lists_the_same_config_groups_with_one_repository_copy():
     """train.py --help with the listing made once, against Hydra's own listing of every group."""
 

@@ -12,7 +12,7 @@ import signal
 import sys
 from pathlib import Path
 
-from .console import UserError, cannot_write, exit_with_error, silence_noise
+from .console import Diverged, UserError, cannot_write, exit_with_error, show, silence_noise
 from .files import WRITE_ERRORS
 from .plain_run import plain_run
 
@@ -70,6 +70,13 @@ def run_task(name: str, cfg, run_dir: str):
         result = task(cfg)
         end_process_group()
         return result
+    except Diverged as error:
+        from .launch import in_sweep  # Hydra: predict may run without
+
+        if not in_sweep():
+            exit_with_error(str(error), error.exit_status)
+        show(f"{error}. The sweep goes on: this job is a failed trial")
+        return None
     except UserError as error:
         exit_with_error(str(error), error.exit_status)
     except KeyboardInterrupt:
@@ -110,7 +117,7 @@ def _launch(name: str):
     from omegaconf import OmegaConf
 
     from .launch import run_stamp
-    from .upstream import hydra_error_line, listing_config_groups_once
+    from .upstream import hydra_error_line, listing_config_groups_once, no_trial_completed
 
     prepare()
     # Run directory names: ${now:...} that all torchrun ranks agree on.
@@ -133,6 +140,13 @@ def _launch(name: str):
         if users_choice:
             raise
         exit_with_error(hydra_error_line(error))
+    except ValueError as error:
+        if users_choice or not no_trial_completed(error):
+            raise
+        exit_with_error(
+            "the sweep has no trial to report: each one failed (see its line above), or "
+            "hydra.sweeper.n_trials was below 1"
+        )
 
 
 def train():

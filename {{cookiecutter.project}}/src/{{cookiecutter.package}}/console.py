@@ -22,6 +22,10 @@ class TooLarge(UserError):
     """An input too large to take (serve answers 413)."""
 
 
+class Diverged(UserError):
+    """Training stopped at a NaN or infinite loss: a run's end, but only one job's of a sweep."""
+
+
 def cannot_write(
     where, error: OSError, setting: str = "hydra.run.dir=... (or paths.log_dir=...)"
 ) -> str:

@@ -5,6 +5,7 @@ No torch at import: the CLI registers `run_stamp` before config-only commands to
 """
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -27,6 +28,8 @@ from .upstream import launched_ranks, signal_that_ended
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
 # The key in torchrun's store that rank 0 sets once it has checked the run directory.
 CHECKED_RUN_DIR = "run_dir_checked"
+# Set for the run that `run_job_in_subprocess` starts: one job of a sweep, which Hydra runs alone.
+SWEEP_JOB = "SWEEP_JOB"
 
 
 def run_stamp(pattern: str) -> str:
@@ -93,6 +96,26 @@ def run_in(config: DictConfig, run_dir: str) -> None:
         config.hydra.run.dir = run_dir
 
 
+def in_sweep() -> bool:
+    """Whether this run is one job of a multirun (a sweep)."""
+    if SWEEP_JOB in os.environ:
+        return True
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def swept_value(metrics: dict, name: str) -> float | None:
+    """What a run returns to a sweep: the metric `name` (`optimized_metric`), or None where it is
+    not finite, which Optuna's sweeper records as a failed trial before it goes on (NaN would
+    stop it). A sweep's job without the metric is refused: every other job would lack it too."""
+    value = metrics.get(name)
+    if value is None and in_sweep():
+        logged = ", ".join(sorted(key for key in metrics if key != "best_model_path"))
+        raise UserError(
+            f"optimized_metric={name} is not a metric of this run; choose one of {logged}"
+        )
+    return value if value is None or math.isfinite(value) else None
+
+
 def relaunches_script(trainer) -> bool:
     """True in a multirun job whose trainer would start its other ranks by running this script.
 
@@ -123,12 +146,13 @@ def run_job_in_subprocess(optimized_metric: str) -> float | None:
         "hydra.mode=RUN",
         "hydra.output_subdir=null",
     ]
-    if subprocess.run(command).returncode:
+    if subprocess.run(command, env=os.environ | {SWEEP_JOB: "1"}).returncode:
         raise UserError(
             f"multirun job {hydra_cfg.job.num} ({' '.join(overrides)}) failed, see above"
         )
-    metrics = json.loads((output_dir / "metrics.json").read_text())
-    return metrics.get(optimized_metric)
+    if not (output_dir / "metrics.json").is_file():  # it diverged, and said so: a failed trial
+        return None
+    return swept_value(json.loads((output_dir / "metrics.json").read_text()), optimized_metric)
 
 
 class FinishWandbRun(Callback):

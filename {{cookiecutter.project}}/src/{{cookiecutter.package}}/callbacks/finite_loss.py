@@ -3,7 +3,7 @@
 import pytorch_lightning as pl
 import torch
 
-from ..console import UserError
+from ..console import Diverged
 from ..records import is_logging_step
 
 NOT_SEEN = torch.iinfo(torch.int64).max
@@ -49,7 +49,7 @@ class StopOnNonFiniteLoss(pl.Callback):
         # all-reduce, and a rank that stopped alone would leave the others waiting.
         step = int(trainer.strategy.reduce(first_bad, reduce_op="min"))
         if step != NOT_SEEN:
-            raise UserError(
+            raise Diverged(
                 f"training stopped: train/loss is NaN or infinite at step {step} "
                 f"(epoch {trainer.current_epoch}); no checkpoint holds its weights. "
                 "Lower model.optimizer.lr or set trainer.gradient_clip_val"

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
 from ..checkpoints import load_checkpoint, resume_path
 from ..console import UserError, show
-from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal
+from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal, swept_value
 from ..records import log_metrics, plain_metrics, record_run, write_json
 from ..run_dir import earlier_metrics, finished
 from ..upstream import restored_past_max_epochs
@@ -33,7 +33,7 @@ def train(cfg: DictConfig) -> float | None:
     output_dir = Path(cfg.paths.output_dir)
     metrics = earlier_metrics(output_dir)
     if finished(metrics, cfg.test):
-        value = metrics.get(cfg.optimized_metric)
+        value = swept_value(metrics, cfg.optimized_metric)
         say(f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
             "choose a new hydra.run.dir")  # fmt: skip
         return value
@@ -72,7 +72,7 @@ def train(cfg: DictConfig) -> float | None:
     if stopped_early:
         say(stopped_early)
     say(f"run directory: {output_dir}")
-    return metrics.get(cfg.optimized_metric)
+    return swept_value(metrics, cfg.optimized_metric)
 
 
 def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> None:
