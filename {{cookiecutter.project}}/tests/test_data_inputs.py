@@ -587,6 +587,14 @@ def test_a_parquet_table_with_a_repeated_column_name_is_one_line(tmp_path):
                tmp_path / "twice.pq")  # fmt: skip
 
 
+@pytest.mark.parametrize("separator", [";", "\t"])
+def test_a_csv_separated_by_another_character_than_commas_is_one_line(tmp_path, separator):
+    path = tmp_path / "data.csv"
+    pd.read_csv(table(tmp_path)).to_csv(path, sep=separator, index=False)
+    fails_with(f"data.csv separates its columns with {separator!r}, not commas", build_table,
+               tmp_path, path)  # fmt: skip
+
+
 def test_dates_and_times_become_the_numbers_of_their_parts(tmp_path):
     days = pd.date_range("2023-11-20", periods=40, freq="D")
     times = pd.Series(days + pd.to_timedelta(np.arange(40) * 7, "h"), dtype="datetime64[s]")

@@ -114,7 +114,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     if not path.is_file():
         raise UserError(f"{path} does not exist; pass the path of a .csv or .parquet file")
     try:
-        require_distinct(header(path), path)
+        names = header(path)
+        require_distinct(names, path)
+        require_commas(names, path)
         frame = reader(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
@@ -135,6 +137,16 @@ def require_distinct(names: list[str], path: Path) -> None:
             f"{path} names column {repeated[0]!r} twice in its header; give each column a "
             "name of its own"
         )
+
+
+def require_commas(names: list[str], path: Path) -> None:
+    """A CSV header that commas split into one name, such as "a;b": nor do they split its rows."""
+    for separator in (";", "\t"):
+        if path.suffix.lower() == ".csv" and len(names) == 1 and separator in names[0]:
+            raise UserError(
+                f"{path} separates its columns with {separator!r}, not commas; save it as CSV "
+                "with commas, or as .parquet"
+            )
 
 
 def header(path: Path) -> list[str]:
