@@ -170,9 +170,9 @@ def test_answers_are_compact_json_and_one_that_is_not_finite_gets_422():
         # Ctrl-C in a terminal signals the whole process group; SIGTERM (`docker stop`,
         # `kill`) the main process only.
         (["max_batch_size=1", f"workers={min(2, CORES)}"], signal.SIGINT, True),
-        ([], signal.SIGTERM, False),
+        (["host=0.0.0.0"], signal.SIGTERM, False),
     ],
-    ids=["ctrl-c, no batching, 2 workers", "sigterm"],
+    ids=["ctrl-c, no batching, 2 workers", "sigterm, every interface"],
 )
 def test_ctrl_c_and_sigterm_stop_every_process_of_the_server(
     digits_export, tmp_path, overrides, signum, group
@@ -192,3 +192,7 @@ def test_ctrl_c_and_sigterm_stop_every_process_of_the_server(
         status, alive = server.stop(signum, group)
     assert status == 0 and not alive, server.output()
     assert "Traceback" not in server.output()
+    # Without an API key, other machines can use the model: said where they can reach it.
+    assert ("note: no API key: anyone who can reach port" in server.output()) == (
+        "host=0.0.0.0" in overrides
+    )

@@ -65,6 +65,12 @@ def serve(cfg) -> None:
         f"serving {export_dir} at http://{address}:{options.port}/ (POST /predict, GET /health, "
         f"/info; {access}); Ctrl-C stops it",
     )
+    if key is None and options.host != "127.0.0.1":  # every interface: other machines too
+        variable = options.api_key_env or "<variable> with api_key_env=<variable>"
+        show(
+            f"note: no API key: anyone who can reach port {options.port} of this machine can use "
+            f"the model; set {variable} to require one"
+        )
     # uvicorn stops on SIGTERM as on Ctrl-C, answering what it holds, and then raises the signal
     # again: as KeyboardInterrupt, which it takes as the end, the exit status is 0.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
