@@ -265,12 +265,27 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
             "{run}/checkpoints/best.ckpt), then pass model=<the export's folder>",
         ),
         (
+            "{run}/checkpoints",
+            "{tmp}/words.npy",
+            "checkpoints' is a folder of checkpoints, not an export: export it first (python "
+            "export.py ckpt_path={run}/checkpoints/best.ckpt)",
+        ),
+        (
             "{run}/checkpoints/best.ckpt",
             "{tmp}/words.npy",
             "best.ckpt' is a checkpoint, not an export: export it first",
         ),
     ],
-    ids=["dtype", "missing-input", "not-an-input", "not-onnx", "no-model", "a-run", "a-ckpt"],
+    ids=[
+        "dtype",
+        "missing-input",
+        "not-an-input",
+        "not-onnx",
+        "no-model",
+        "a-run",
+        "its-checkpoints",
+        "a-ckpt",
+    ],
 )
 def test_bad_inputs_name_what_was_expected(
     exported_run, trained_run, tmp_path, model, input, message

@@ -28,7 +28,9 @@ def not_an_export(path: Path) -> str:
     """Why `path` holds no export: a training run or a checkpoint is exported first."""
     checkpoint = checkpoint_in(path) if path.is_dir() else path
     if checkpoint and checkpoint.suffix == ".ckpt" and checkpoint.is_file():
-        what = "a training run" if path.is_dir() else "a checkpoint"
+        what = "a checkpoint"
+        if path.is_dir():  # a run's folder, or its checkpoints/ folder
+            what = "a training run" if checkpoint.parent != path else "a folder of checkpoints"
         return (
             f"model={str(path)!r} is {what}, not an export: export it first (python export.py "
             f"ckpt_path={checkpoint}), then pass model=<the export's folder>"
