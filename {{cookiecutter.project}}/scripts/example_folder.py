@@ -1,6 +1,8 @@
 """The folder an example script writes into, from its command line: `--help` shows how to run
-the script, and a file where the folder should be is refused in one line."""
+the script, and a file where the folder should be is refused in one line. Ctrl-C while the
+script writes is one line too."""
 
+import signal
 import sys
 from pathlib import Path
 
@@ -16,4 +18,11 @@ def folder_argument(usage: str) -> Path:
     folder = Path(arguments[0])
     if folder.exists() and not folder.is_dir():
         sys.exit(f"error: {folder} is a file; pass a folder to write the example data into")
+    signal.signal(signal.SIGINT, stopped)
     return folder
+
+
+def stopped(signum: int, frame) -> None:
+    # What was written stays; the scripts are deterministic, so a second run writes it all.
+    sys.stderr.write("stopped by Ctrl-C; run the script again to write the whole example\n")
+    sys.exit(128 + signum)

@@ -4,6 +4,7 @@ import resource
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -441,3 +442,19 @@ def test_an_example_script_shows_its_use_and_refuses_a_file_for_its_folder(scrip
     assert run().returncode == 1
     assert sorted(path.name for path in tmp_path.iterdir()) == ["notes.txt"]  # no "--help" folder
     assert mine.read_text() == "mine"
+
+
+def test_ctrl_c_while_an_example_script_writes_is_one_line(tmp_path):
+    folder = tmp_path / "images"
+    script = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "example_images.py"), str(folder)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 60
+    while not any(folder.rglob("*.png")) and time.monotonic() < deadline:  # writing
+        time.sleep(0.01)
+    script.send_signal(signal.SIGINT)
+    _, stderr = script.communicate(timeout=60)
+    assert script.returncode == 128 + signal.SIGINT
+    assert stderr == "stopped by Ctrl-C; run the script again to write the whole example\n"
