@@ -1,6 +1,7 @@
 """Multiruns through the CLI, as users start them: an Optuna search and a plain grid."""
 
 import json
+from datetime import datetime, timedelta
 
 import pytest
 import yaml
@@ -79,6 +80,14 @@ def test_a_sweep_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path
 def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_path):
     # .env puts W&B offline: that the runs come out offline shows the file was read.
     (tmp_path / ".env").write_text(f"WANDB_MODE=offline\nWANDB_API_KEY={SECRET}\n")
+    # Earlier sweeps hold the names of the next two minutes, as if started in the same seconds.
+    sweeps, now = tmp_path / "logs" / "train" / "multiruns", datetime.now()
+    held = [
+        sweeps / (now + timedelta(seconds=s)).strftime("%Y-%m-%d_%H-%M-%S") for s in range(-1, 120)
+    ]
+    for folder in held:
+        folder.mkdir(parents=True)
+        (folder / "multirun.yaml").write_text("earlier\n")
     result = run_cli(
         "train.py",
         "-m",
@@ -88,7 +97,9 @@ def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_p
         cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    (sweep,) = (tmp_path / "logs" / "train" / "multiruns").iterdir()
+    (sweep,) = set(sweeps.iterdir()) - set(held)  # the next free name, `<time>_2`
+    assert sweep.name.startswith(tuple(folder.name + "_" for folder in held))
+    assert all([path.name for path in folder.iterdir()] == ["multirun.yaml"] for folder in held)
     jobs = sorted(path for path in sweep.iterdir() if path.is_dir())
     assert [job.name for job in jobs] == ["0", "1"]
     learning_rates = [

@@ -89,6 +89,17 @@ class KeepRunRecords(Callback):
         if store is not None:
             store.set(CHECKED_RUN_DIR, str(run_dir))
 
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        """A sweep's folder named by the time is its own too. Each job composes its config again
+        from the command line's overrides (Hydra's `load_sweep_config`): the folder made here
+        goes among them."""
+        if STAMP not in OmegaConf.to_container(config.hydra.sweep)["dir"]:
+            return
+        sweep_dir = own_directory(Path(config.hydra.sweep.dir))
+        with read_write(config.hydra):
+            config.hydra.sweep.dir = str(sweep_dir)
+            config.hydra.overrides.hydra.append(f'hydra.sweep.dir="{sweep_dir}"')
+
 
 def run_in(config: DictConfig, run_dir: str) -> None:
     """Makes `run_dir` the run's directory: Hydra's run_job reads it after this callback."""
