@@ -66,14 +66,17 @@ def test_a_sweep_goes_on_past_a_diverged_trial_and_ends_in_one_line_if_none_fini
 
 
 @pytest.mark.slow
-def test_a_sweep_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path):
-    result = run_cli(
-        "train.py", "-m", "optimized_metric=val/nothing", *JOB, f"hydra.sweep.dir={tmp_path}"
-    )
+def test_a_search_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path):
+    search = ["hparams_search=optuna", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path}"]
+    result = run_cli("train.py", *search, "optimized_metric=val/nothing", *JOB)
     assert result.returncode == 1
     line = result.stderr.splitlines()[-1]
     assert line.startswith("error: optimized_metric=val/nothing is not a metric of this run;")
     assert "val/loss" in line  # the choices
+    # A grid reads nothing back: its jobs run all the same.
+    grid = ["-m", f"hydra.sweep.dir={tmp_path / 'grid'}"]
+    result = run_cli("train.py", *grid, "optimized_metric=val/nothing", *JOB)
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -114,12 +114,20 @@ def in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def optimizing() -> bool:
+    """Whether this run is a job of a sweep that reads what it returns: any sweeper but Hydra's
+    basic one (a grid)."""
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return False
+    return not HydraConfig.get().sweeper._target_.endswith(".BasicSweeper")
+
+
 def swept_value(metrics: dict, name: str) -> float | None:
     """What a run returns to a sweep: the metric `name` (`optimized_metric`), or None where it is
     not finite, which Optuna's sweeper records as a failed trial before it goes on (NaN would
-    stop it). A sweep's job without the metric is refused: every other job would lack it too."""
+    stop it). Without the metric, a job of a search is refused: every other would lack it too."""
     value = metrics.get(name)
-    if value is None and in_sweep():
+    if value is None and optimizing():
         logged = ", ".join(sorted(key for key in metrics if key != "best_model_path"))
         raise UserError(
             f"optimized_metric={name} is not a metric of this run; choose one of {logged}"
