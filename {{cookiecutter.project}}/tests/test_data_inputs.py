@@ -316,7 +316,12 @@ def table(tmp_path, name="data.csv", rows=40, **columns) -> str:
         | columns
     )
     path = tmp_path / name
-    frame.to_parquet(path) if path.suffix == ".parquet" else frame.to_csv(path, index=False)
+    if path.suffix == ".parquet":
+        frame.to_parquet(path)
+    elif path.suffix == ".jsonl":  # Python's json: pandas' writes 10 significant digits
+        path.write_text("".join(f"{json.dumps(row)}\n" for row in frame.to_dict("records")))
+    else:
+        frame.to_csv(path, index=False)
     return str(path)
 
 
@@ -324,11 +329,13 @@ def build_table(tmp_path, path, *overrides, target="kind"):
     return build(tmp_path, "data=table", f"data.path={path}", f"data.target={target}", *overrides)
 
 
-def test_csv_and_parquet_give_the_same_contract_and_rows(tmp_path):
+def test_csv_parquet_and_json_lines_give_the_same_contract_and_rows(tmp_path):
     csv, _ = build_table(tmp_path, table(tmp_path))
     parquet, cfg = build_table(tmp_path, table(tmp_path, "data.parquet"))
-    assert contract_of(csv) == contract_of(parquet)
-    assert csv.splits["train"].inputs.equal(parquet.splits["train"].inputs)
+    json_lines, _ = build_table(tmp_path, table(tmp_path, "data.jsonl"))
+    for other in (parquet, json_lines):
+        assert contract_of(csv) == contract_of(other)
+        assert csv.splits["train"].inputs.equal(other.splits["train"].inputs)
     preprocessing = csv.contract.preprocessing.to_dict()
     assert preprocessing["features"] == [
         "size",
@@ -388,7 +395,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
 @pytest.mark.parametrize(
     ("columns", "overrides", "target", "message"),
     [
-        ({}, ["data.target=null"], "kind", "data=table needs data.path=<.csv or .parquet file>"),
+        ({}, ["data.target=null"], "kind", "needs data.path=<.csv, .parquet or .jsonl file>"),
         ({}, [], "species", "has no column 'species'; its columns: size, colour, kind"),
         ({}, ["data.features=[size,weight]"], "kind", "has no column 'weight'"),
         ({}, ["data.features=[size,kind]"], "kind", "data.features holds the target column"),
@@ -692,7 +699,7 @@ def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("data.xlsx", "a,b\n1,2\n", "data.xlsx is neither .csv nor .parquet"),
+        ("data.xlsx", "a,b\n1,2\n", "data.xlsx is not a .csv, .parquet or .jsonl file"),
         ("missing.csv", None, "missing.csv does not exist"),
         ("empty.csv", "", "empty.csv holds no rows"),
         ("header.csv", "size,kind\n", "header.csv holds no rows"),

@@ -459,7 +459,7 @@ def test_an_output_dir_that_is_a_file_is_one_line(exported_run, samples, tmp_pat
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        ("input=null", "predict needs model=<export dir> and input=<.npy, .csv or .parquet file"),
+        ("input=null", "predict needs model=<export dir> and input=<.npy, .csv, .parquet"),
         ("top_k=0", "top_k=0 must be a whole number of at least 1"),
         ("top_k=true", "top_k=True must be a whole number of at least 1"),
         ("invalid_inputs=skip", "invalid_inputs=skip is unknown; choose error or mark"),

@@ -209,7 +209,8 @@ class ExportOptions(Options):
 
 
 PREDICT_NEEDS = Refusal(
-    "predict needs model=<export dir> and input=<.npy, .csv or .parquet file, image or folder>"
+    "predict needs model=<export dir> and input=<.npy, .csv, .parquet or .jsonl file, image or "
+    "folder>"
 )
 
 

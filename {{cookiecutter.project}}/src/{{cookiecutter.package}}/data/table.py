@@ -52,7 +52,8 @@ class TableDataModule(ContractDataModule):
         path, target = self.hparams.path, self.hparams.target
         if not path or not target:
             raise UserError(
-                "data=table needs data.path=<.csv or .parquet file> and data.target=<column>"
+                "data=table needs data.path=<.csv, .parquet or .jsonl file> and "
+                "data.target=<column>"
             )
         frame = table.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")

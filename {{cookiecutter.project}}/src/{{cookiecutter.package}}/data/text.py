@@ -10,7 +10,7 @@ import torch
 from .. import targets
 from ..console import UserError
 from ..contract import Contract
-from ..kinds import table, text
+from ..kinds import TABLE_SUFFIXES, table, text
 from ..targets import classification
 from .base import ContractDataModule
 from .loaders import InMemoryDataset
@@ -72,8 +72,8 @@ class TextDataModule(ContractDataModule):
             raise UserError(
                 f"data.path={path} does not exist; pass a .csv, .parquet or .jsonl file"
             )
-        if path.suffix.lower() not in text.TABLE_SUFFIXES:
-            raise UserError(f"data.path={path} is not {', '.join(text.TABLE_SUFFIXES)}")
+        if path.suffix.lower() not in TABLE_SUFFIXES:
+            raise UserError(f"data.path={path} is not {', '.join(TABLE_SUFFIXES)}")
         frame = text.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
         frame = with_target(frame, target, self.hparams.drop_missing_target)

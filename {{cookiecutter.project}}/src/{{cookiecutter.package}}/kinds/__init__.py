@@ -54,6 +54,8 @@ FLOAT32_MAX = 3.4028234663852886e38
 # What marks the types of `arrays` of numbers: the server reads a body that holds only numbers
 # under such a key with the kind's from_json alone, which checks what Pydantic would.
 NUMBER_ARRAYS = "arrays of numbers"
+# The files of rows that tables, and tables of texts, are read from (table.read_table).
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 
 
 def number(low: float = -FLOAT32_MAX, high: float = FLOAT32_MAX) -> Any:

@@ -16,14 +16,22 @@ from ..columns import categories, date_format, datetimes, nested, numeric_column
 from ..console import UserError
 from ..contract import Model
 from ..contract import Preprocessing as BasePreprocessing
-from . import Number, arrays, number_array
+from . import TABLE_SUFFIXES, Number, arrays, number_array
 
-SUFFIXES = (".csv", ".parquet", ".pq")
+
+def read_json_lines(path: Path) -> pd.DataFrame:
+    # Values as JSON has them: text that looks like a date or a number stays text, and numbers
+    # are read exactly (pandas' faster parser may change their last digits).
+    return pd.read_json(path, lines=True, dtype=False, precise_float=True)
+
+
 READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
     ".csv": pd.read_csv,
     ".parquet": pd.read_parquet,
     ".pq": pd.read_parquet,
+    ".jsonl": read_json_lines,
 }
+TABLE_FILES = ".csv, .parquet or .jsonl"  # for the lines that ask for one
 # An integer target with at most this many distinct values is a class label.
 MAX_INTEGER_CLASSES = 20
 # A text column with more distinct values than this, and than half its training rows, names
@@ -106,13 +114,13 @@ def not_utf8(path: Path, error: UnicodeDecodeError) -> UserError:
 
 
 def read_table(path: str | Path) -> pd.DataFrame:
-    """A CSV or Parquet file, chosen by its suffix."""
+    """A CSV, Parquet or JSON Lines file, chosen by its suffix."""
     path = Path(path)
     reader = READERS.get(path.suffix.lower())
     if reader is None:
-        raise UserError(f"{path} is neither .csv nor .parquet; save the table as one of them")
+        raise UserError(f"{path} is not a {TABLE_FILES} file; save the table as one of them")
     if not path.is_file():
-        raise UserError(f"{path} does not exist; pass the path of a .csv or .parquet file")
+        raise UserError(f"{path} does not exist; pass the path of a {TABLE_FILES} file")
     try:
         names = header(path)
         require_distinct(names, path)
@@ -126,7 +134,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         reason = str(error).strip().split("\n")[0]
         raise UserError(f"{path} is not a readable table: {reason}") from None
     if frame.empty:
-        raise UserError(f"{path} holds no rows; expected a header line and one row per sample")
+        rows = "one JSON object per line" if path.suffix.lower() == ".jsonl" else "a header line"
+        raise UserError(f"{path} holds no rows; expected {rows} and one row per sample")
     return frame
 
 
@@ -151,6 +160,8 @@ def require_commas(names: list[str], path: Path) -> None:
 
 def header(path: Path) -> list[str]:
     """The column names as the file has them: pandas renames a repeated CSV name (a, a.1)."""
+    if path.suffix.lower() == ".jsonl":
+        return []  # each row names its own
     if path.suffix.lower() == ".csv":
         with path.open(newline="", encoding="utf-8-sig", errors="replace") as file:
             return next(csv.reader(file), [])
@@ -354,10 +365,10 @@ def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) ->
 
 
 def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, list[dict]]:
-    """A .csv or .parquet table of rows."""
-    if path.suffix.lower() not in SUFFIXES:
+    """A .csv, .parquet or .jsonl table of rows."""
+    if path.suffix.lower() not in TABLE_SUFFIXES:
         raise UserError(
-            f"input={str(path)!r}: the model takes table rows; pass a .csv or .parquet file "
+            f"input={str(path)!r}: the model takes table rows; pass a {TABLE_FILES} file "
             "(or a .npy array of raw numbers)"
         )
     inputs = from_rows(read_table(path), preprocessing, str(path))

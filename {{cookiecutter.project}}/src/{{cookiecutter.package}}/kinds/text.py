@@ -11,13 +11,13 @@ from pydantic import ConfigDict, Field, StrictStr, create_model
 
 from ..console import UserError
 from ..contract import Preprocessing as BasePreprocessing
+from . import TABLE_SUFFIXES
 
 if TYPE_CHECKING:  # tables of texts only
     import pandas as pd
 
 DTYPE = "int64"
 TEXT_SUFFIX = ".txt"
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq", ".jsonl")
 PAD, UNKNOWN = "[PAD]", "[UNK]"  # ids 0 and 1
 # A token is rarely longer than this many characters: a text is cut to max_length times it
 # before tokenizing, so a text of megabytes costs what a text of a few pages does.
@@ -194,24 +194,10 @@ def read_text(path: Path) -> str:
 
 
 def read_table(path: Path) -> "pd.DataFrame":
-    """A CSV, Parquet or JSON Lines file of rows."""
-    import pandas as pd
-
-    from .table import not_utf8
+    """A CSV, Parquet or JSON Lines file of rows, read as tables are: pandas only when asked."""
     from .table import read_table as read_rows
 
-    if path.suffix.lower() != ".jsonl":
-        return read_rows(path)
-    try:
-        frame = pd.read_json(path, lines=True, dtype=False)
-    except UnicodeDecodeError as error:
-        raise not_utf8(path, error) from None
-    except ValueError as error:
-        reason = str(error).strip().split("\n")[0]
-        raise UserError(f"{path} is not a readable JSON Lines file: {reason}") from None
-    if frame.empty:
-        raise UserError(f"{path} holds no rows; expected one JSON object per line")
-    return frame
+    return read_rows(path)
 
 
 def text_files(folder: Path) -> list[Path]:
