@@ -1,5 +1,5 @@
-"""A CSV or Parquet table, one row per sample: `python train.py data=table data.path=<file>
-data.target=<column>`."""
+"""A CSV, Parquet or JSON Lines table, one row per sample: `python train.py data=table
+data.path=<file> data.target=<column>`."""
 
 import pandas as pd
 import torch
