@@ -210,6 +210,13 @@ def test_a_text_column_that_is_also_the_target_is_one_line(tmp_path):
         datamodule(tmp_path, f"data.path={path}", "data.text=label", "data.target=label")
 
 
+def test_a_table_and_a_folder_of_texts_at_once_is_one_line(tmp_path):
+    path = write_csv(tmp_path / "texts.csv", [("star moon", "sky"), ("soup", "kitchen")] * 10)
+    both = [f"data.path={path}", "data.text=body", "data.target=label", f"data.root={tmp_path}"]
+    with pytest.raises(UserError, match="are both set; data=text reads one: set the other"):
+        datamodule(tmp_path, *both)
+
+
 def test_rows_of_texts_without_a_target_are_refused_or_dropped_as_for_tables(tmp_path):
     rows = [("star moon", "sky"), ("bread soup", "kitchen"), ("moon soup", None)] * 10
     path = write_csv(tmp_path / "texts.csv", rows)

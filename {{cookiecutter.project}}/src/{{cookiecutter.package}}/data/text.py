@@ -48,7 +48,12 @@ class TextDataModule(ContractDataModule):
     def read(self) -> pd.DataFrame:
         """The texts and their targets, as two columns `text` and `target`."""
         path, root = self.hparams.path, self.hparams.root
-        if bool(path) == bool(root):
+        if path and root:
+            raise UserError(
+                f"data.path={path} and data.root={root} are both set; data=text reads one: "
+                "set the other to null"
+            )
+        if not path and not root:
             raise UserError(
                 "data=text needs data.path=<csv, parquet or jsonl> with data.text=<column> and "
                 "data.target=<column>, or data.root=<folder with a subfolder of .txt per class>"
