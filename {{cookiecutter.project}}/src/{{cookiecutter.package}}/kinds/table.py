@@ -134,8 +134,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         reason = str(error).strip().split("\n")[0]
         raise UserError(f"{path} is not a readable table: {reason}") from None
     if frame.empty:
-        rows = "one JSON object per line" if path.suffix.lower() == ".jsonl" else "a header line"
-        raise UserError(f"{path} holds no rows; expected {rows} and one row per sample")
+        rows = "a header line and one row per sample"
+        if path.suffix.lower() == ".jsonl":
+            rows = "one JSON object per line, one per sample"
+        raise UserError(f"{path} holds no rows; expected {rows}")
     return frame
 
 
@@ -150,8 +152,10 @@ def require_distinct(names: list[str], path: Path) -> None:
 
 def require_commas(names: list[str], path: Path) -> None:
     """A CSV header that commas split into one name, such as "a;b": nor do they split its rows."""
+    if path.suffix.lower() != ".csv" or len(names) != 1:
+        return
     for separator in (";", "\t"):
-        if path.suffix.lower() == ".csv" and len(names) == 1 and separator in names[0]:
+        if separator in names[0]:
             raise UserError(
                 f"{path} separates its columns with {separator!r}, not commas; save it as CSV "
                 "with commas, or as .parquet"
