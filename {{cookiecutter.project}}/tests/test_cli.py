@@ -109,6 +109,14 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
         # test_bad_settings_are_named_in_one_line_before_training checks in process.
         ("eval.py", [], "error: eval needs a checkpoint: pass ckpt_path="),
         ("train.py", ["data.batch_size=0"], "error: data.batch_size=0 must be a whole number"),
+        # A value OmegaConf resolves only when the task reads it.
+        (
+            "train.py",
+            ["data.batch_size=${nope}"],
+            "error: data.batch_size reads ${nope}, which no config sets: set nope in its config, "
+            "or pass +nope=<value>",
+        ),
+        ("train.py", ["data.batch_size=???"], "error: data.batch_size is not set: pass "),
     ],
 )
 def test_mistakes_give_one_clear_line(script, overrides, expected, tmp_path):
@@ -213,6 +221,15 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "model.optimizer (lr='abc', weight_decay=0.0001) is refused by torch.optim.AdamW: ",
         ),
         (["model.optimizer.lr=-1"], "model.optimizer (lr=-1, weight_decay=0.0001) is refused"),
+        (
+            ["+model.foo=1"],
+            "the model config does not fit Classifier.__init__: got an unexpected keyword "
+            "argument 'foo'",
+        ),
+        (
+            ["model._target_={{ cookiecutter.package }}.models.Nope"],
+            "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",
+        ),
         (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),

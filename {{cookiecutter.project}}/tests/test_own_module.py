@@ -161,6 +161,44 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
     assert unchanged_but(project, ADDED)
 
 
+@pytest.mark.slow  # a training process each
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (  # a metric it does not log: found at the first validation, before a checkpoint reads it
+            ["model.monitor=val/acc"],
+            "error: EarlyStopping watches val/acc, which the model does not log; set "
+            "model.monitor to one it logs: ",
+        ),
+        (  # a config without monitor, which the callbacks read
+            ["~model.monitor"],
+            "error: the config reads ${model.monitor}, which no config sets: set model.monitor "
+            "in its config, or pass +model.monitor=<value>",
+        ),
+        (  # a key its __init__ does not take
+            ["+model.dropout=0.5"],
+            "error: the model config does not fit TinyModule.__init__: got an unexpected keyword "
+            "argument 'dropout'. A model config holds the arguments of its class, monitor and "
+            "mode among them",
+        ),
+    ],
+    ids=["unlogged-monitor", "no-monitor", "unknown-argument"],
+)
+def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, message, tmp_path):
+    run = tmp_path / "run"
+    result = cli(
+        project, "train.py", *QUIET, "model=tiny", "trainer.max_epochs=1", *overrides,
+        f"hydra.run.dir={run}",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(message)
+    if "does not log" in message:  # the metrics it does log, to choose from
+        assert "val/error" in line.split(": ")[-1].split(", ")
+    assert not (run / "metrics.json").exists()
+
+
 @pytest.mark.slow  # a server with its worker processes
 def test_an_own_module_serves_a_table(project, example_data, tmp_path):
     data = example_overrides("table", example_data)

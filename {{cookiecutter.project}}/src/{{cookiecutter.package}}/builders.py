@@ -1,6 +1,7 @@
 """Builds the objects every task needs from its config: train, eval and export share one recipe."""
 
 import importlib
+import inspect
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -8,7 +9,7 @@ from typing import Any
 import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
-from hydra.utils import get_object, instantiate
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
@@ -100,7 +101,7 @@ def adopt_network_preprocessing(
     net = cfg.get("model", {}).get("net")
     if not net or "_target_" not in net:
         return
-    own = getattr(get_object(net._target_), "data_preprocessing", None)
+    own = getattr(target_of(net, "model.net"), "data_preprocessing", None)
     if own is None:
         return
     if not getattr(datamodule, "adopts_preprocessing", False):
@@ -125,7 +126,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     choose_network(cfg, datamodule)
     if datamodule is not None:
         check_network(cfg.model.get("net"), datamodule.contract.input)
-        check_task(get_object(cfg.model._target_), datamodule.contract.target)
+        check_task(target_of(cfg.model, "model"), datamodule.contract.target)
     model = instantiate_model(cfg.model)
     record = getattr(getattr(model, "net", None), "record", None)
     if callable(record):
@@ -162,7 +163,9 @@ def check_network(net: DictConfig | None, sample: Input) -> None:
     """One line, before it is built, for a network whose `takes` (dtype, dimensions) the data's
     samples are not: a CNN given table rows, an MLP given token ids. Networks that declare
     nothing (the transformer, the user's own) are not checked."""
-    takes = getattr(get_object(net._target_), "takes", None) if net and "_target_" in net else None
+    if not net or "_target_" not in net:
+        return
+    takes = getattr(target_of(net, "model.net"), "takes", None)
     if takes is None:
         return
     dtype, dimensions = takes
@@ -176,7 +179,7 @@ def check_network(net: DictConfig | None, sample: Input) -> None:
 
 def data_kind(data: DictConfig) -> str:
     """The input kind (`image`, `table`) of the datamodule that the data config names."""
-    kind = getattr(get_object(data._target_), "kind", None)
+    kind = getattr(target_of(data, "data"), "kind", None)
     if not isinstance(kind, str):
         raise UserError(
             f'{data._target_} declares no input kind: give the class `kind = "image"` or '
@@ -198,9 +201,37 @@ def check_task(model_class: type, target: Target) -> None:
     )
 
 
+def target_of(config: DictConfig | dict, setting: str) -> Any:
+    """The class that the config's `_target_` names, imported; one line when it cannot be (a
+    misspelt name, or a module of the user's own that fails to import)."""
+    module, _, name = config["_target_"].rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as error:  # ValueError: no module at all
+        raise UserError(
+            f"{setting}._target_={config['_target_']} cannot be imported: {error}"
+        ) from None
+
+
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
+    check_model_arguments(config)
     # The model builds its parts itself from plain dicts, which it saves as hyperparameters.
     return instantiated(config, _recursive_=False, _convert_="all")
+
+
+def check_model_arguments(config: DictConfig | dict) -> None:
+    """One line when the model config's keys are not what its class's `__init__` takes (a
+    module of the user's own without `monitor` and `mode`, say), rather than the TypeError from
+    inside instantiate. A TypeError the `__init__` itself raises keeps its traceback."""
+    model_class = target_of(config, "model")
+    arguments = {key: value for key, value in config.items() if not str(key).startswith("_")}
+    try:
+        inspect.signature(model_class).bind(**arguments)
+    except TypeError as error:
+        raise UserError(
+            f"the model config does not fit {model_class.__name__}.__init__: {error}. A model "
+            "config holds the arguments of its class, monitor and mode among them"
+        ) from None
 
 
 def instantiated(config: DictConfig | dict, **options: Any) -> Any:
@@ -285,7 +316,9 @@ def build_callbacks(cfg: DictConfig, with_logger: bool) -> list[pl.Callback]:
     """The configured callbacks, less those that the trainer's settings leave nothing to do."""
     callbacks = instantiate_group(cfg.get("callbacks"))
     if "model" in cfg:  # training: eval and export rebuild model and data from the checkpoint
-        callbacks.append(ConfigInCheckpoint(cfg.model, cfg.data))
+        from .callbacks import RequireWatchedMetrics  # training's alone, as the config's are
+
+        callbacks = [RequireWatchedMetrics(), *callbacks, ConfigInCheckpoint(cfg.model, cfg.data)]
     if cfg.trainer.get("limit_val_batches") == 0 and any(
         isinstance(c, EarlyStopping) and c.monitor.startswith("val/") for c in callbacks
     ):

@@ -86,6 +86,35 @@ def run_task(name: str, cfg, run_dir: str):
         if error.errno not in WRITE_ERRORS:
             raise
         exit_with_error(write_error(cfg, error, run_dir))
+    except Exception as error:
+        line = unresolved_setting(error)
+        if line is None:
+            raise
+        exit_with_error(line)
+
+
+def unresolved_setting(error: Exception) -> str | None:
+    """The line for a config value that cannot be resolved, which OmegaConf finds only when a
+    task reads it: an interpolation of a key no config sets (a model config of the user's own
+    without `monitor`, which the callbacks read as `${model.monitor}`), a `???` left unset.
+    None for any other error."""
+    errors = sys.modules.get("omegaconf.errors")  # not imported: not one of its errors
+    if errors is None or not isinstance(error, errors.OmegaConfBaseException):
+        return None
+    message = str(error).splitlines()[0]  # the lines below, when there are any: where it was
+    subject = getattr(error, "full_key", None) or "the config"  # instantiate does not say
+    if isinstance(error, errors.MissingMandatoryValue) and subject != "the config":
+        return f"{subject} is not set: pass {subject}=<value>"
+    if isinstance(error, errors.InterpolationKeyError):
+        key = message.split("'")[1]  # Interpolation key '<key>' not found
+        reference = "${" + key + "}"
+        return (
+            f"{subject} reads {reference}, which no config sets: set {key} in its config, "
+            f"or pass +{key}=<value>"
+        )
+    if isinstance(error, errors.MissingMandatoryValue | errors.InterpolationResolutionError):
+        return f"{subject}: {message}"
+    return None
 
 
 def end_process_group() -> None:

@@ -6,6 +6,7 @@ from .last_checkpoint import LastCheckpoint
 from .progress import ProgressBar
 from .random_state import RandomState
 from .regression_plots import RegressionPlots
+from .watched_metric import RequireWatchedMetrics
 
 __all__ = [
     "ConfusionMatrixImage",
@@ -14,6 +15,7 @@ __all__ = [
     "ProgressBar",
     "RandomState",
     "RegressionPlots",
+    "RequireWatchedMetrics",
     "StopOnNonFiniteLoss",
     "TrainingDiagnostics",
 ]
