@@ -199,6 +199,69 @@ def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, messag
     assert not (run / "metrics.json").exists()
 
 
+# Modules that lack a part, or that skip batches: each variant of MODULE, and what the commands
+# that need the part say (train, then eval or export where training went through).
+VARIANTS = {
+    "no-optimizer": (
+        MODULE.split("    def configure_optimizers")[0],
+        "train.py",
+        "error: Lightning refuses the model: No `configure_optimizers()` method defined.",
+    ),
+    "no-test-step": (
+        MODULE.replace("def test_step(", "def unused_test_step("),
+        "eval.py",
+        "error: TinyModule defines no test_step, which eval runs: give it one that logs its "
+        "test metrics",
+    ),
+    "no-forward": (
+        MODULE.replace("def forward(", "def logits(").replace("self(", "self.logits("),
+        "export.py",
+        "error: TinyModule defines no forward, which is what an export holds: give it "
+        "forward(self, x) returning its outputs (class logits, or the predicted number)",
+    ),
+    "skips-batches": (
+        MODULE.replace("return loss\n", "return loss if batch_idx % 2 == 0 else None\n"),
+        None,
+        None,
+    ),
+}
+
+
+@pytest.mark.slow  # a training process, and an evaluation or export
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_a_module_without_a_part_is_told_which_in_one_line(project, variant, tmp_path, request):
+    source, script, message = VARIANTS[variant]
+    module = project / "src" / PACKAGE / "models" / "variant.py"
+    config = project / "configs" / "model" / "variant.yaml"
+    module.write_text(source)
+    config.write_text(CONFIG.replace("models.tiny.", "models.variant."))
+    # Gone again when the test ends: the module's other tests find the project as they made it.
+    request.addfinalizer(lambda: (module.unlink(), config.unlink()))
+    run = tmp_path / "train"
+    overrides = [*QUIET, "model=variant", "trainer.max_epochs=2", f"hydra.run.dir={run}"]
+    trained = cli(project, "train.py", *overrides)
+    if script == "train.py":
+        assert trained.returncode == 1
+        (line,) = error_lines(trained)
+        assert line.startswith(message)
+        assert "Traceback" not in trained.stderr
+        return
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    metrics = json.loads((run / "metrics.json").read_text())
+    tested = any(name.startswith("test/") for name in metrics)
+    assert tested == (variant != "no-test-step")
+    if not tested:
+        assert "note: TinyModule defines no test_step: trained, not tested" in trained.stdout
+    if variant == "skips-batches":  # the curve of the steps it took
+        assert (run / "plots" / "loss.png").is_file()
+    if script is not None:
+        best = run / "checkpoints" / "best.ckpt"
+        result = cli(project, script, f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'next'}")
+        assert result.returncode == 1
+        assert error_lines(result) == [message]
+        assert "Traceback" not in result.stderr
+
+
 @pytest.mark.slow  # a server with its worker processes
 def test_an_own_module_serves_a_table(project, example_data, tmp_path):
     data = example_overrides("table", example_data)

@@ -1,6 +1,7 @@
 """Learning curves as PNG files in the run directory, readable without any logger's UI."""
 
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytorch_lightning as pl
@@ -30,8 +31,10 @@ class PlotCurves(pl.Callback):
         step = trainer.global_step
         if not is_logging_step(trainer, step):
             return
-        # Kept on the device: reading the loss now would make the host wait for the GPU.
-        self.history["train/loss"].append((step, outputs["loss"].detach()))
+        # None where training_step returned None (a module of the user's own skipping a batch).
+        loss = outputs.get("loss") if isinstance(outputs, Mapping) else outputs
+        if loss is not None:  # kept on the device: reading it now would make the host wait
+            self.history["train/loss"].append((step, loss.detach()))
         self.history["lr"].append((step, trainer.optimizers[0].param_groups[0]["lr"]))
 
     def on_train_epoch_end(self, trainer, pl_module):

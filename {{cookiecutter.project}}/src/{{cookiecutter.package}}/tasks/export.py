@@ -100,6 +100,11 @@ def load_net_and_samples(
     """
     model, datamodule = build_trained(options.ckpt_path, allowed, data)
     net = getattr(model, "net", model).eval()
+    if type(net).forward in (torch.nn.Module.forward, pl.LightningModule.forward):
+        raise UserError(
+            f"{type(net).__name__} defines no forward, which is what an export holds: give it "
+            "forward(self, x) returning its outputs (class logits, or the predicted number)"
+        )
     datamodule.prepare_data()
     datamodule.setup("test")
     # At least two: torch.export would fix the batch size of a one-sample example to 1.

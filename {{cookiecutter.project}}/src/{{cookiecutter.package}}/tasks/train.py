@@ -10,6 +10,7 @@ import pytorch_lightning as pl
 from omegaconf import DictConfig
 from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
+from pytorch_lightning.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
@@ -56,12 +57,12 @@ def train(cfg: DictConfig) -> float | None:
         # object made since, the model, data and trainer's: now, rather than as a stall of one
         # step in an early epoch (40 ms on the example); training then seldom needs another.
         gc.collect()
-        with stops_by_signal(trainer, "training", resume), resumable(trainer, ckpt_path):
+        with stops_by_signal(trainer, "training", resume), lightning_refusals(trainer, ckpt_path):
             trainer.fit(model, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
         stopped_early = early_stop(trainer)  # before testing, which resets the callback
         metrics = best_checkpoint(trainer) | plain_metrics(trainer.callback_metrics)
         write_json(output_dir / "metrics.json", metrics)
-    if cfg.test:
+    if cfg.test and testable(model):
         # Without a checkpoint callback the weights from the end of training are tested.
         best = metrics["best_model_path"] or None
         with stops_by_signal(trainer, "testing", resume):
@@ -106,18 +107,28 @@ def best_checkpoint(trainer: pl.Trainer) -> dict:
 
 
 @contextmanager
-def resumable(trainer: pl.Trainer, ckpt_path: str | None) -> Iterator[None]:
-    """One line for a checkpoint that is further on than the run may go."""
+def lightning_refusals(trainer: pl.Trainer, ckpt_path: str | None) -> Iterator[None]:
+    """One line for what Lightning refuses once fitting starts: a checkpoint that is further on
+    than the run may go, a module of the user's own without `configure_optimizers`."""
     try:
         yield
     except MisconfigurationException as error:
         if not restored_past_max_epochs(error):
-            raise
+            raise UserError(f"Lightning refuses the model: {error}") from None
         raise UserError(
             f"{ckpt_path} is at epoch {trainer.current_epoch}, past trainer.max_epochs="
             f"{trainer.max_epochs}: raise trainer.max_epochs to train it further, or evaluate it "
             f"with eval.py ckpt_path={ckpt_path}"
         ) from None
+
+
+def testable(model: pl.LightningModule) -> bool:
+    """Whether the model has a test step; a module of the user's own may not, and is then
+    trained but not tested, as with test=false."""
+    if is_overridden("test_step", model):
+        return True
+    say(f"note: {type(model).__name__} defines no test_step: trained, not tested")
+    return False
 
 
 def early_stop(trainer: pl.Trainer) -> str | None:
