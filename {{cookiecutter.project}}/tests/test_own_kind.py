@@ -1,19 +1,23 @@
 """An input kind of the user's own, written as the README says (a module in kinds/, a
-datamodule for it and its config), trains, exports, predicts and has a page, with no other file
-changed: the registry finds it by name, and nothing else branches on the kind."""
+datamodule for it and its config), trains, exports, predicts, serves and has a page, with no
+other file changed: the registry finds it by name, and nothing else branches on the kind. One
+that lacks part of the interface is named in one line."""
 
 import json
 
 import pytest
 from conftest import QUIET, copy_project, run_cli, unchanged_but
+from servers import Server, call
 
 PACKAGE = "{{ cookiecutter.package }}"
 KIND = '''"""Points in the plane, x and y, standardized per coordinate. numpy only."""
 
 import numpy as np
+from pydantic import BaseModel
 
 from ..console import UserError
 from ..contract import Preprocessing as BasePreprocessing
+from . import Number, arrays
 
 REQUEST = 'points: send {"inputs": [[x, y], ...]} or {"rows": [{"x": ..., "y": ...}]}'
 UPLOAD = None
@@ -57,6 +61,15 @@ def from_json(payload, preprocessing):
     rows = payload.get("rows")
     points = [[row.get("x"), row.get("y")] for row in rows] if rows else payload["inputs"]
     return from_arrays(np.asarray(points, dtype=np.float32), preprocessing, "the request")
+
+
+class Point(BaseModel):
+    x: Number
+    y: Number
+
+
+def json_forms(preprocessing):
+    return {"inputs": arrays((None, 2)), "rows": list[Point]}
 
 
 def form(preprocessing):
@@ -157,4 +170,32 @@ def test_an_own_input_kind_trains_exports_predicts_and_has_a_page(project, tmp_p
     shown = run_cli(str(tmp_path / "page.py"), str(runs / "export"), root=project)
     assert shown.returncode == 0, shown.stderr[-3000:]
     assert '"fields": [{"name": "x", "kind": "numeric"}' in shown.stdout
+
+    # Served: the kind's JSON forms, raw points and rows of fields as the page sends them.
+    (tmp_path / "server").mkdir()
+    with Server(runs / "export", tmp_path / "server", root=project) as server:
+        for body in (
+            {"inputs": [[-1.0, 0.0], [2.0, 0.5]]},
+            {"rows": [{"x": -1, "y": 0}, {"x": 2, "y": 0.5}]},
+        ):
+            answer = call("POST", f"{server.url}/predict", json=body)
+            assert answer.status == 200, answer.text
+            assert [p["class"] for p in answer.json()["predictions"]] == ["first", "second"]
     assert unchanged_but(project, ADDED)
+
+
+def test_a_kind_that_lacks_part_of_its_interface_is_named_in_one_line(project, tmp_path, request):
+    half = project / "src" / PACKAGE / "kinds" / "half.py"
+    # Without json_forms, form and check, and from_json misnamed.
+    half.write_text(KIND.split("class Point")[0].replace("def from_json(", "def from_body("))
+    request.addfinalizer(half.unlink)  # the module's other tests find the project as they made it
+    (tmp_path / "get.py").write_text(
+        f"from {PACKAGE} import kinds\nfrom {PACKAGE}.console import UserError\n"
+        "try:\n    kinds.get('half')\nexcept UserError as error:\n    print(error)\n"
+    )
+    shown = run_cli(str(tmp_path / "get.py"), root=project)
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    assert shown.stdout.strip() == (
+        "input kind 'half' (kinds/half.py) lacks from_json, json_forms, form, check: "
+        "kinds/__init__.py says what each one is"
+    )

@@ -1,6 +1,6 @@
 """Finding plug-ins by name: the modules of a package such as kinds/ or targets/, each one a
 plug-in named after its module. A new one is a module dropped into the package: nothing else
-lists it."""
+lists it. The package's `REQUIRED` names what each of its modules defines."""
 
 import importlib
 import pkgutil
@@ -24,4 +24,13 @@ def find(package: ModuleType, name: str, what: str) -> ModuleType:
         return module
     if not isinstance(name, str) or name not in names(package):
         raise UserError(f"{what} {name!r} is unknown; known: {', '.join(names(package))}")
-    return importlib.import_module(f"{package.__name__}.{name}")
+    module = importlib.import_module(f"{package.__name__}.{name}")
+    missing = [part for part in package.REQUIRED if not hasattr(module, part)]
+    if missing:  # a plug-in of the user's own, half written: before a command needs the part
+        del sys.modules[module.__name__]
+        folder = package.__name__.rsplit(".", 1)[-1]
+        raise UserError(
+            f"{what} {name!r} ({folder}/{name}.py) lacks {', '.join(missing)}: "
+            f"{folder}/__init__.py says what each one is"
+        )
+    return module

@@ -36,7 +36,8 @@ A kind module defines, with numpy, Pillow, pandas or tokenizers and never torch:
 - `files(preprocessing) -> dict[str, str]`: files that export writes beside the models for
   other runtimes, by name (a text model's tokenizer.json), or none.
 
-Inputs are arrays of (N, *input_shape) of DTYPE; a bad one is a UserError with one line.
+Inputs are arrays of (N, *input_shape) of DTYPE; a bad one is a UserError with one line. A
+kind that lacks one of REQUIRED is refused in one line when a command first asks for it.
 """
 
 import sys
@@ -49,6 +50,21 @@ from pydantic import Discriminator, Field, Tag
 from .. import plugins
 from ..console import UserError
 
+# What every kind defines; the rest above is optional.
+REQUIRED = (
+    "Preprocessing",
+    "input_shape",
+    "DTYPE",
+    "read_inputs",
+    "from_arrays",
+    "from_json",
+    "json_forms",
+    "REQUEST",
+    "UPLOAD",
+    "form",
+    "check",
+    "files",
+)
 # The largest float32: the model's inputs are float32, larger values are refused as infinite.
 FLOAT32_MAX = 3.4028234663852886e38
 # What marks the types of `arrays` of numbers: the server reads a body that holds only numbers

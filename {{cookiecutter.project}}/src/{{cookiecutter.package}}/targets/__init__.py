@@ -16,12 +16,28 @@ A task module defines, with numpy and pandas and never torch:
 - `parity(outputs, expected) -> dict`: what export checks besides the largest difference;
 - `COLUMNS` and `rows(prediction) -> list[list[str]]`: predict's printed table;
 - `HINT`: how to train a model of another task on such a target, for one-line errors.
+
+A task that lacks one of REQUIRED is refused in one line when a command first asks for it.
 """
 
 import sys
 from types import ModuleType
 
 from .. import plugins
+
+REQUIRED = (
+    "Target",
+    "fit",
+    "encode",
+    "outputs",
+    "decode",
+    "Prediction",
+    "metric",
+    "parity",
+    "COLUMNS",
+    "rows",
+    "HINT",
+)
 
 
 def get(task: str) -> ModuleType:
