@@ -1,5 +1,6 @@
 """The command line as users meet it: mistakes give one clear line (DDP: test_distributed.py)."""
 
+import re
 import resource
 import signal
 import subprocess
@@ -223,9 +224,10 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         (["model.optimizer.lr=-1"], "model.optimizer (lr=-1, weight_decay=0.0001) is refused"),
         (
             ["+model.foo=1"],
-            "the model config does not fit Classifier.__init__: got an unexpected keyword "
-            "argument 'foo'",
+            "Classifier.__init__() got an unexpected keyword argument 'foo': the keys of a "
+            "config are the arguments of the class it names",
         ),
+        (["+data.foo=1"], "ContractDataModule.__init__() got an unexpected keyword argument"),
         (
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
             "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",
@@ -272,6 +274,18 @@ def test_bad_settings_are_named_in_one_line_before_training(overrides, message, 
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_key_the_network_does_not_take_is_one_line(tmp_path):
+    """Inside the model, whichever network the data's kind is given: the network's line."""
+    overrides = [f"+model.nets.{kind}.foo=1" for kind in ("image", "table", "text")]
+    with pytest.raises(UserError) as error:
+        train(compose_config("train", tmp_path, overrides))
+    assert re.fullmatch(
+        r"\w+\.__init__\(\) got an unexpected keyword argument 'foo': the keys of a config are "
+        r"the arguments of the class it names",
+        str(error.value),
+    )
 
 
 def test_a_message_that_spans_lines_is_printed_as_one(capsys):

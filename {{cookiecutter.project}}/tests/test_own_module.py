@@ -177,9 +177,8 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
         ),
         (  # a key its __init__ does not take
             ["+model.dropout=0.5"],
-            "error: the model config does not fit TinyModule.__init__: got an unexpected keyword "
-            "argument 'dropout'. A model config holds the arguments of its class, monitor and "
-            "mode among them",
+            "error: TinyModule.__init__() got an unexpected keyword argument 'dropout': the keys "
+            "of a config are the arguments of the class it names",
         ),
     ],
     ids=["unlogged-monitor", "no-monitor", "unknown-argument"],
@@ -202,6 +201,12 @@ def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, messag
 # Modules that lack a part, or that skip batches: each variant of MODULE, and what the commands
 # that need the part say (train, then eval or export where training went through).
 VARIANTS = {
+    "no-monitor-argument": (
+        MODULE.replace(', monitor="val/error",\n                 mode="min"):', "):"),
+        "train.py",
+        "error: TinyModule.__init__() got an unexpected keyword argument 'monitor': the keys of "
+        "a config are the arguments of the class it names; a model's include monitor and mode",
+    ),
     "no-optimizer": (
         MODULE.split("    def configure_optimizers")[0],
         "train.py",

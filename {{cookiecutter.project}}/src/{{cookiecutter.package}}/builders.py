@@ -1,7 +1,7 @@
 """Builds the objects every task needs from its config: train, eval and export share one recipe."""
 
 import importlib
-import inspect
+import re
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     own gets them as any data setting, and the checkpoint records the resolved values.
     `resumed`: the checkpoint that training resumes from."""
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
-    datamodule = instantiate(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
+    datamodule = instantiated(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     adopt_network_preprocessing(cfg, datamodule, resumed)
     # Before the model exists, and in every process: the networks are built for these shapes.
     # A prepare_data that downloads must therefore leave files that are already there alone.
@@ -214,30 +214,14 @@ def target_of(config: DictConfig | dict, setting: str) -> Any:
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
-    check_model_arguments(config)
     # The model builds its parts itself from plain dicts, which it saves as hyperparameters.
     return instantiated(config, _recursive_=False, _convert_="all")
-
-
-def check_model_arguments(config: DictConfig | dict) -> None:
-    """One line when the model config's keys are not what its class's `__init__` takes (a
-    module of the user's own without `monitor` and `mode`, say), rather than the TypeError from
-    inside instantiate. A TypeError the `__init__` itself raises keeps its traceback."""
-    model_class = target_of(config, "model")
-    arguments = {key: value for key, value in config.items() if not str(key).startswith("_")}
-    try:
-        inspect.signature(model_class).bind(**arguments)
-    except TypeError as error:
-        raise UserError(
-            f"the model config does not fit {model_class.__name__}.__init__: {error}. A model "
-            "config holds the arguments of its class, monitor and mode among them"
-        ) from None
 
 
 def instantiated(config: DictConfig | dict, **options: Any) -> Any:
     """`instantiate(config, **options)`. A target that refuses its settings raises a UserError,
     which Hydra wraps once for each level (a network in a model): one line for the user, not the
-    wrapping."""
+    wrapping. So is a config whose keys its class does not take (or lacks one it needs)."""
     try:
         return instantiate(config, **options)
     except InstantiationException as error:
@@ -246,7 +230,36 @@ def instantiated(config: DictConfig | dict, **options: Any) -> Any:
             cause = cause.__cause__
         if isinstance(cause, UserError):
             raise cause from None
+        if isinstance(cause, TypeError) and refused_arguments(cause, config):
+            watched = any(f"'{name}'" in str(cause) for name in ("monitor", "mode"))
+            hint = "; a model's include monitor and mode" if watched else ""
+            raise UserError(
+                f"{cause}: the keys of a config are the arguments of the class it names{hint}"
+            ) from None
         raise
+
+
+def refused_arguments(error: TypeError, config: DictConfig | dict) -> bool:
+    """Whether `error` is a class refusing a key of `config` (at any depth) as an argument, or
+    lacking one it needs when Hydra calls it; not a TypeError from the class's own code, which
+    keeps its traceback. A class may pass its keys on to its base, as datamodules do."""
+    unexpected = re.search(r"__init__\(\) got an unexpected keyword argument '(\w+)'", str(error))
+    if unexpected:
+        return unexpected[1] in keys_of(config)
+    last = error.__traceback__
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    called_from = last.tb_frame.f_globals.get("__name__", "") if last else ""
+    return called_from.startswith("hydra.") and "__init__()" in str(error)
+
+
+def keys_of(config: Any) -> set[str]:
+    """Every key of a config, at any depth."""
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config)
+    if not isinstance(config, dict):
+        return set()
+    return set(map(str, config)).union(*(keys_of(value) for value in config.values()))
 
 
 def check_fits(model: torch.nn.Module, state_dict: dict, path: str | Path) -> None:
@@ -279,7 +292,7 @@ def build_trained(
     check_fits(model, checkpoint["state_dict"], path)
     model.load_state_dict(checkpoint["state_dict"])
     contract = checkpoint["config"]["contract"]
-    datamodule = instantiate(data_config, contract=contract, _convert_="all")
+    datamodule = instantiated(data_config, contract=contract, _convert_="all")
     return model.eval(), datamodule
 
 
