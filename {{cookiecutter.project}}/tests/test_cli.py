@@ -228,6 +228,7 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "config are the arguments of the class it names",
         ),
         (["+data.foo=1"], "ContractDataModule.__init__() got an unexpected keyword argument"),
+        (["model.num_classes=1"], "model.num_classes=1, but the data has "),
         (
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
             "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",

@@ -125,6 +125,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     it to `model.net`, which the checkpoint keeps."""
     choose_network(cfg, datamodule)
     if datamodule is not None:
+        check_classes(cfg.model.get("num_classes"), datamodule.shapes.get("num_classes"))
         check_network(cfg.model.get("net"), datamodule.contract.input)
         check_task(target_of(cfg.model, "model"), datamodule.contract.target)
     model = instantiate_model(cfg.model)
@@ -157,6 +158,16 @@ def choose_network(cfg: DictConfig, datamodule=None) -> None:
     with open_dict(cfg.model):
         cfg.model.net = net
         del cfg.model.nets
+
+
+def check_classes(given: int | None, found: int | None) -> None:
+    """One line for a model given another number of classes than the data has (set by hand:
+    model configs read it from the data), before its first step fails on a label it lacks."""
+    if given is not None and found is not None and given != found:
+        raise UserError(
+            f"model.num_classes={given}, but the data has {found} classes: leave it to the data, "
+            "which the model config reads as ${data.num_classes}"
+        )
 
 
 def check_network(net: DictConfig | None, sample: Input) -> None:
