@@ -163,9 +163,9 @@ def hostile(real: dict, case: str, victim) -> dict:
             "_args_": [f"open({str(victim)!r}, 'w')"],
         }
     elif case == "through-an-allowed-modules-imports":
-        # hydra's instantiate, as imported by the classifier module: it would build `write`.
+        # hydra's instantiate, as imported by the models' base module: it would build `write`.
         model["net"] = {
-            "_target_": "{{ cookiecutter.package }}.models.classifier.instantiate",
+            "_target_": "{{ cookiecutter.package }}.models.base.instantiate",
             "config": write,
         }
     elif case == "data":
@@ -241,7 +241,7 @@ def test_targets_are_allowed_only_where_they_are_defined():
     assert is_allowed("torch.optim.lr_scheduler.CosineAnnealingLR", allowed)
     for target in [
         "builtins.open",
-        f"{package}.models.classifier.instantiate",  # reachable, but defined in hydra
+        f"{package}.models.base.instantiate",  # reachable, but defined in hydra
         f"{package}.models.classifier.torch.load",
         f"{package}.models.__builtins__",
         f"{package}.models",  # a module, not a class

@@ -236,12 +236,7 @@ VARIANTS = {
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_a_module_without_a_part_is_told_which_in_one_line(project, variant, tmp_path, request):
     source, script, message = VARIANTS[variant]
-    module = project / "src" / PACKAGE / "models" / "variant.py"
-    config = project / "configs" / "model" / "variant.yaml"
-    module.write_text(source)
-    config.write_text(CONFIG.replace("models.tiny.", "models.variant."))
-    # Gone again when the test ends: the module's other tests find the project as they made it.
-    request.addfinalizer(lambda: (module.unlink(), config.unlink()))
+    add_module(project, "variant", source, request)
     run = tmp_path / "train"
     overrides = [*QUIET, "model=variant", "trainer.max_epochs=2", f"hydra.run.dir={run}"]
     trained = cli(project, "train.py", *overrides)
@@ -265,6 +260,35 @@ def test_a_module_without_a_part_is_told_which_in_one_line(project, variant, tmp
         assert result.returncode == 1
         assert error_lines(result) == [message]
         assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow  # a training and an evaluation, each its own process
+def test_a_checkpoint_whose_module_is_gone_says_so(project, tmp_path, request):
+    module = add_module(project, "gone", MODULE, request)
+    run = tmp_path / "train"
+    overrides = [*QUIET, "model=gone", "trainer.max_epochs=1", f"hydra.run.dir={run}"]
+    trained = cli(project, "train.py", *overrides)
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    module.unlink()  # moved or deleted since training
+    best = run / "checkpoints" / "best.ckpt"
+    result = cli(project, "eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert result.returncode == 1
+    assert error_lines(result) == [
+        f"error: {best} was trained with '{PACKAGE}.models.gone.TinyModule' "
+        f"(config.model._target_), which cannot be imported here (No module named "
+        f"'{PACKAGE}.models.gone'): restore the code it was trained with"
+    ]
+
+
+def add_module(project, name: str, source: str, request):
+    """The user's module `name` and its config `model=<name>`, in the project until the test
+    ends: the module's other tests find the project as they made it."""
+    module = project / "src" / PACKAGE / "models" / f"{name}.py"
+    config = project / "configs" / "model" / f"{name}.yaml"
+    module.write_text(source)
+    config.write_text(CONFIG.replace("models.tiny.", f"models.{name}."))
+    request.addfinalizer(lambda: (module.unlink(missing_ok=True), config.unlink()))
+    return module
 
 
 @pytest.mark.slow  # a server with its worker processes

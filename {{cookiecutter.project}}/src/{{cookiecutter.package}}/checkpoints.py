@@ -5,6 +5,7 @@ No Lightning here, and torch only once a file has passed the checks that need no
 refuse a bad checkpoint before they import Lightning (input_checks.py).
 """
 
+import importlib
 import logging
 import mmap
 import pickle
@@ -179,6 +180,21 @@ def is_allowed(target: object, allowed: list[str]) -> bool:
     return callable(obj) and not isinstance(obj, ModuleType) and defined_inside
 
 
+def missing_code(target: object, allowed: list[str]) -> str | None:
+    """Why a name inside an allowed module cannot be imported (a module of the user's own that
+    was moved or deleted since training), or None: then it is not allowed, or importable."""
+    if not isinstance(target, str) or not DOTTED_NAME.fullmatch(target):
+        return None
+    if not any(target.startswith(f"{name}.") for name in allowed):
+        return None
+    module, _, name = target.rpartition(".")
+    try:
+        getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as error:
+        return str(error)
+    return None
+
+
 def check_targets(checkpoint: dict, allowed: list[str], path: str | Path) -> None:
     """Refuses a checkpoint that names any `_target_` outside `allowed`, before anything is
     instantiated: `weights_only=True` keeps pickled code out, but `instantiate` calls whatever a
@@ -186,6 +202,12 @@ def check_targets(checkpoint: dict, allowed: list[str], path: str | Path) -> Non
     for place, value in leaves(checkpoint):
         if place.endswith("._target_") or place == "_target_":
             if not is_allowed(value, allowed):
+                missing = missing_code(value, allowed)
+                if missing:
+                    raise UserError(
+                        f"{path} was trained with {value!r} ({place}), which cannot be imported "
+                        f"here ({missing}): restore the code it was trained with"
+                    )
                 raise UserError(
                     f"refusing {path}: {place} is {value!r}, not a class of an allowed module; "
                     f"if you trust this checkpoint, add its module to allowed_targets in "
