@@ -140,7 +140,7 @@ def raw_samples(datamodule, split: str, positions) -> tuple[np.ndarray | pd.Data
     from {{ cookiecutter.package }}.data import DigitsDataModule
     from {{ cookiecutter.package }}.data.images import ImageFiles
     from {{ cookiecutter.package }}.kinds.image import image_values, open_image
-    from {{ cookiecutter.package }}.kinds.text import read_table  # tables of texts too
+    from {{ cookiecutter.package }}.kinds.table import read_table  # tables of texts too
 
     contract, dataset = contract_of(datamodule), datamodule.splits[split]
     preprocessing, names = contract["preprocessing"], contract["target"].get("class_names")

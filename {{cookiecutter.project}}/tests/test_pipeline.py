@@ -25,7 +25,7 @@ from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.data.images import ImageFiles
 from {{ cookiecutter.package }}.kinds import model_shape
-from {{ cookiecutter.package }}.kinds.text import read_table  # tables of texts too
+from {{ cookiecutter.package }}.kinds.table import read_table  # tables of texts too
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 from {{ cookiecutter.package }}.tasks.export import export
 from {{ cookiecutter.package }}.tasks.predict import predict

@@ -24,7 +24,7 @@ from pytorch_lightning.utilities import rank_zero_info
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 
 from . import targets
-from .checkpoints import trained_configs
+from .checkpoints import imported, trained_configs
 from .console import UserError
 from .contract import Input, Target
 from .options import DATA, check_seed, validated
@@ -215,10 +215,9 @@ def check_task(model_class: type, target: Target) -> None:
 def target_of(config: DictConfig | dict, setting: str) -> Any:
     """The class that the config's `_target_` names, imported; one line when it cannot be (a
     misspelt name, or a module of the user's own that fails to import)."""
-    module, _, name = config["_target_"].rpartition(".")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError, ValueError) as error:  # ValueError: no module at all
+        return imported(config["_target_"])
+    except (ImportError, AttributeError, ValueError) as error:
         raise UserError(
             f"{setting}._target_={config['_target_']} cannot be imported: {error}"
         ) from None

@@ -187,12 +187,18 @@ def missing_code(target: object, allowed: list[str]) -> str | None:
         return None
     if not any(target.startswith(f"{name}.") for name in allowed):
         return None
-    module, _, name = target.rpartition(".")
     try:
-        getattr(importlib.import_module(module), name)
+        imported(target)
     except (ImportError, AttributeError) as error:
         return str(error)
     return None
+
+
+def imported(target: str) -> object:
+    """What a dotted `_target_` names, from its module; ImportError, AttributeError or (for a
+    name without a module) ValueError where it cannot be had."""
+    module, _, name = target.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
 def check_targets(checkpoint: dict, allowed: list[str], path: str | Path) -> None:

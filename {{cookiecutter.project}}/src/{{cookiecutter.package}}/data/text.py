@@ -79,7 +79,7 @@ class TextDataModule(ContractDataModule):
             )
         if path.suffix.lower() not in TABLE_SUFFIXES:
             raise UserError(f"data.path={path} is not {', '.join(TABLE_SUFFIXES)}")
-        frame = text.read_table(path)
+        frame = table.read_table(path)
         table.require_columns(frame, [target], f"{path} (data.target)")
         frame = with_target(frame, target, self.hparams.drop_missing_target)
         texts = text.text_column(frame, column, f"{path} (data.text)")

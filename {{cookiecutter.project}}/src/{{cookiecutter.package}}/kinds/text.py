@@ -193,13 +193,6 @@ def read_text(path: Path) -> str:
         ) from None
 
 
-def read_table(path: Path) -> "pd.DataFrame":
-    """A CSV, Parquet or JSON Lines file of rows, read as tables are: pandas only when asked."""
-    from .table import read_table as read_rows
-
-    return read_rows(path)
-
-
 def text_files(folder: Path) -> list[Path]:
     return sorted(path for path in folder.rglob(f"*{TEXT_SUFFIX}") if path.is_file())
 
@@ -207,6 +200,8 @@ def text_files(folder: Path) -> list[Path]:
 def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, list[dict]]:
     """A .txt file, a folder of them (and its subfolders), or a table with the text column."""
     if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES:
+        from .table import read_table  # pandas, for a table of texts only
+
         texts = text_column(read_table(path), preprocessing.column, str(path))
         sources = [{"file": str(path), "index": index} for index in range(len(texts))]
         return encode(texts, preprocessing, str(path)), sources
