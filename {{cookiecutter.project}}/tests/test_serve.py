@@ -6,6 +6,7 @@ import http.client
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import socket
@@ -25,6 +26,7 @@ from {{ cookiecutter.package }}.serving import encoded
 from {{ cookiecutter.package }}.tasks.serve import serve
 
 CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+OPEN_FILES = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def mismatched(exported_run: Path, folder: Path) -> Path:
@@ -48,6 +50,10 @@ START_ERRORS = {
     "port": ([EXPORT, "port=80"], "port=80 must be a whole number from 1024 to 65535"),
     "port in use": ([EXPORT, "port={taken}"], "cannot listen on 127.0.0.1 port {taken}: Address"),
     "cores": ([EXPORT, f"workers={CORES + 1}"], f"workers={CORES + 1} x threads=1 onnxruntime"),
+    "open files": (
+        [EXPORT, f"max_connections={OPEN_FILES}"],
+        f"max_connections={OPEN_FILES} must be below the open files a process may hold here",
+    ),
     "batch size": ([EXPORT, "max_batch_size=0"], "max_batch_size=0 must be a whole number of"),
     "timeout": ([EXPORT, "batch_timeout=-1"], "batch_timeout=-1 must be seconds from 0 to below"),
     "long timeout": ([EXPORT, "batch_timeout=2"], "batch_timeout=2 must be seconds from 0 to"),

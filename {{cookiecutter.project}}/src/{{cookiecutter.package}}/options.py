@@ -45,6 +45,17 @@ def usable_cores() -> int:
     return len(affinity(0)) if affinity else os.cpu_count() or 1
 
 
+def open_file_limit() -> int | None:
+    """The most files and sockets this process may hold open (`ulimit -n`); None where the system
+    sets no such limit or Python cannot read it."""
+    try:
+        import resource  # Unix only
+    except ImportError:
+        return None
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 @dataclass(frozen=True)
 class Refusal:
     """The line for a value that an option refuses, where the one its type and range give would
@@ -256,6 +267,14 @@ class ServeOptions(Options):
             raise ValueError(
                 f"workers={self.workers} x threads={self.threads} onnxruntime threads would "
                 f"share {cores} cores; lower workers or threads"
+            )
+        # Each connection holds a socket: at the limit the server stops accepting for seconds at
+        # a time, with errors in its log, instead of answering 503.
+        limit = open_file_limit()
+        if limit is not None and self.max_connections >= limit:
+            raise ValueError(
+                f"max_connections={self.max_connections} must be below the open files a process "
+                f"may hold here, {limit} (ulimit -n): lower it, or raise the limit"
             )
         return self
 
