@@ -250,6 +250,12 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     assert refusal("optimize", f"output_dir={data}") == line
     assert {path: path.stat().st_mtime_ns for path in stream.rglob("*")} == before
     assert "needs data.input_dir" in refusal("train", "data=stream")
+    # A URL mistyped, not a local folder to create.
+    for url in ("s3:/bucket/stream", "gs://bucket/stream"):
+        line = "streams live in a local folder or at s3://bucket/prefix"
+        assert line in refusal("optimize", f"output_dir={url}")
+        assert line in refusal("train", "data=stream", f"data.input_dir={url}")
+    assert not (Path.cwd() / "s3:").exists()
     (tmp_path / "unfinished" / "train").mkdir(parents=True)
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "holds no contract.json" in message and "optimize.py" in message

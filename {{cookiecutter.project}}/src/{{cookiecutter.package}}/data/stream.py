@@ -9,6 +9,7 @@ reads them without decoding anything; images are not augmented.
 
 import json
 import logging
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -35,6 +36,8 @@ except ModuleNotFoundError as error:  # an optional extra
     ) from None
 
 CONTRACT_FILE = "contract.json"
+# A URL's scheme and the colon and slash after it; a drive letter (C:/) is no scheme.
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+:/")
 # LitData logs at INFO how it reads and caches every split each time a loader starts; its
 # warnings stay.
 logging.getLogger("litdata").setLevel(logging.WARNING)
@@ -46,6 +49,11 @@ def location(folder: str, name: str) -> str:
 
 
 def is_remote(folder: str) -> bool:
+    """Whether `folder` is in object storage. What starts as a URL does (`gs://...` is refused
+    there), and so does `s3:/bucket/...`, which is refused: as a local path it would make a
+    folder named `s3:`."""
+    if URL.match(str(folder)) and "://" not in str(folder):
+        raise UserError(f"{folder}: streams live in a local folder or at s3://bucket/prefix")
     return "://" in str(folder)
 
 
