@@ -8,18 +8,22 @@ the template folder on the path themselves (the template's tests put it there).
 While cookiecutter renders, before it writes anything, it
 - renders in Jinja's sandbox: cookiecutter renders every answer as a template, so without it an
   answer such as `{{ cycler.__init__.__globals__.os.system(...) }}` would run a command;
-- checks the project folder's name before cookiecutter creates the folder (the pre-gen hook runs
-  only once it exists): a name with a separator would leave its parent folders behind, `..` would
-  make cookiecutter delete the output folder's parent when the hook refuses it, and a name over
-  255 bytes ends in an OSError;
+- checks the answers as it renders the project folder's name, before cookiecutter creates the
+  folder: first the name as a folder's (a name with a separator would leave its parent folders
+  behind, `..` would make cookiecutter delete the output folder's parent when the hook refuses
+  it, and a name over 255 bytes ends in an OSError), then every answer by the pre-generation
+  hook's own checks, which cookiecutter runs only once the folder exists and whose failure it
+  reports with a traceback;
 - offers `toml_string`, which writes a string as TOML reads it (`tojson` writes a character beyond
   U+FFFF as a surrogate pair of `\\u` escapes, which TOML refuses).
 """
 
 import functools
+import importlib.util
 import json
 import re
 import sys
+from pathlib import Path
 from typing import NoReturn
 
 from jinja2.exceptions import SecurityError
@@ -28,7 +32,9 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, safe_range
 
 # The name of the template's project folder, which cookiecutter renders to create the project.
 PROJECT_FOLDER = "{{cookiecutter.project}}"
-CHECKED_FOLDER = "{{ cookiecutter.project | project_folder }}"
+CHECKED_FOLDER = "{{ cookiecutter | project_folder }}"
+# The checks of every answer: the pre-generation hook's plain functions.
+HOOK = Path(__file__).with_name("hooks") / "pre_gen_project.py"
 # One name in a path: 255 bytes on Linux file systems, 255 characters on Windows and macOS.
 NAME_MAX = 255
 # The longest `project` that cookiecutter.json derives from `project_name` (slugify's max_length).
@@ -50,7 +56,9 @@ def suggest_project(name: str) -> str:
     return suggestion.strip("-") or "my-project"
 
 
-def project_folder(name: str) -> str:
+def project_folder(answers: dict) -> str:
+    """The project folder's name, once it and every other answer passed their checks."""
+    name = answers["project"]
     shown = name if len(name) <= 40 else f"{name[:30]}..."
     if not name:
         problem = "is empty (the project name has no letter or digit to derive it from)"
@@ -61,8 +69,18 @@ def project_folder(name: str) -> str:
     elif len(name.encode()) > NAME_MAX:
         problem = f"is {len(name.encode())} bytes, over the {NAME_MAX} a folder name may have"
     else:
+        if problem := answers_problem(answers):
+            refuse(problem)
         return name
     refuse(f"project {shown!r} {problem}; try project={suggest_project(name)!r}")
+
+
+def answers_problem(answers: dict) -> str | None:
+    """The first answer that the pre-generation hook refuses, in its line; None if none."""
+    spec = importlib.util.spec_from_file_location("pre_gen_project", HOOK)
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)  # its rendered block runs only as __main__
+    return hook.first_problem(answers)
 
 
 def toml_string(value: str) -> str:

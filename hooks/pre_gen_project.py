@@ -1,7 +1,9 @@
 """Validates the answers before cookiecutter writes anything.
 
-Each check is a plain function so tests can call it; the block at the bottom is the only
-part that cookiecutter renders.
+Each check is a plain function, which the template's Jinja extension (lightning_template_jinja.py)
+calls as cookiecutter renders the project folder's name, before the folder exists: a hook that
+fails makes cookiecutter print a traceback after its line. The block at the bottom, the only
+part that cookiecutter renders, runs the same checks where cookiecutter runs the hook.
 """
 
 import keyword

@@ -114,12 +114,15 @@ def test_answers_still_render_jinja_that_reads_other_answers(tmp_path):
     assert re.search(r'^description = "Digit Classifier!"$', pyproject, re.M)
 
 
-def test_command_line_prints_what_the_readme_quotes_for_a_folder_name(tmp_path):
-    readme = (REPO / "README.md").read_text()
-    blocks = re.findall(
-        r"```console\n\$ cookiecutter --no-input <template> (.*?)\n(.*?)\n```", readme, re.S
-    )
-    ((answer, expected),) = [block for block in blocks if block[0].startswith("project=")]
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    re.findall(
+        r"```console\n\$ cookiecutter --no-input <template> (.*?)\n(.*?)\n```",
+        (REPO / "README.md").read_text(),
+        re.S,
+    ),
+)
+def test_command_line_prints_what_the_readme_quotes(answer, expected, tmp_path):
     result = cookiecutter_cli(tmp_path, answer)
     assert result.stderr == f"{expected}\n" and result.stdout == ""
     assert result.returncode == 1
