@@ -77,6 +77,18 @@ def pytest_addoption(parser):
     )
 
 
+def pytest_configure(config):
+    """A --data name without its config is a usage error before any test runs, not a failure
+    of each test that composes it."""
+    known = sorted(path.stem for path in (CONFIGS / "data").glob("*.yaml"))
+    for name in config.getoption("data"):
+        if name not in known:
+            raise pytest.UsageError(
+                f"--data={name}: there is no configs/data/{name}.yaml; choose from "
+                f"{', '.join(known)}, or add that file"
+            )
+
+
 def pytest_generate_tests(metafunc):
     if "data_name" in metafunc.fixturenames:
         metafunc.parametrize("data_name", metafunc.config.getoption("data") or SHIPPED_DATA)

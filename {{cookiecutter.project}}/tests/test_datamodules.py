@@ -4,6 +4,8 @@ the contract it declares, its splits, its augmentation and its DDP shards."""
 
 import json
 import random
+import subprocess
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import compose_config, contract_of, raw_samples
+from conftest import ROOT, compose_config, contract_of, raw_samples
 
 from {{ cookiecutter.package }}.builders import build_datamodule
 from {{ cookiecutter.package }}.data.base import SPLITS
@@ -135,3 +137,12 @@ def test_each_ddp_rank_reads_only_its_shard(data_overrides, tmp_path, monkeypatc
             assert {len(shard) for shard in shards} == {-(-size // world_size)}
         else:  # each sample exactly once
             assert sorted(sum(shards, [])) == list(range(size))
+
+
+@pytest.mark.slow  # a pytest process of its own, which imports torch
+def test_a_data_name_without_its_config_stops_pytest_in_one_line():
+    command = [sys.executable, "-m", "pytest", __file__, "--data=nope", "-p", "no:cacheprovider"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == pytest.ExitCode.USAGE_ERROR
+    line = "ERROR: --data=nope: there is no configs/data/nope.yaml; choose from digits,"
+    assert result.stderr.startswith(line) and "Traceback" not in result.stderr
