@@ -46,6 +46,22 @@ def test_resume_path_prefers_ckpt_path_then_the_runs_own_last_checkpoint(trained
         resume_path(compose_config("train", tmp_path))
 
 
+def test_resuming_on_other_data_than_the_checkpoints_is_one_line(trained_run, tmp_path):
+    # A table of its own: other inputs and classes than any data the run could have had.
+    rows = [f"{i % 7},{i % 5},{'odd-row' if i % 2 else 'even-row'}" for i in range(60)]
+    (tmp_path / "rows.csv").write_text("\n".join(["first,second,parity", *rows]))
+    table = ["data=table", f"data.path={tmp_path / 'rows.csv'}", "data.target=parity"]
+    best = trained_run / "checkpoints" / "best.ckpt"
+    cfg = compose_config("train", tmp_path / "run", [f"ckpt_path={best}", *table])
+    with pytest.raises(UserError) as error:
+        train(cfg)
+    line = str(error.value)
+    assert line.startswith(f"{best} was trained on other data: ") and "\n" not in line
+    advice = "; resume on the data it was trained on, or train anew without ckpt_path"
+    assert " there, " in line and line.endswith(advice)
+    assert not (tmp_path / "run" / "metrics.json").exists()
+
+
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_the_same_result(tmp_path):
     short = ["+trainer.limit_train_batches=10", "+trainer.limit_val_batches=2", "test=false"]

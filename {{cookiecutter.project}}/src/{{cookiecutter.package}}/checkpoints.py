@@ -257,6 +257,30 @@ def trained_configs(
     return checkpoint, model, changes
 
 
+def check_resumable(checkpoint: dict, contract: Contract, path: str) -> None:
+    """One line when the data to resume on are not those the checkpoint's model learned: another
+    input kind or shape, or another target. The target's fitted statistics (numbers) may differ:
+    the same data fit the same ones, up to rounding on another machine."""
+    then = Contract.from_dict(checkpoint["config"].get("contract"), f"{path}: config.contract")
+    was, now = identity(then), identity(contract)
+    differing = next((key for key in {**was, **now} if was.get(key) != now.get(key)), None)
+    if differing:
+        raise UserError(
+            f"{path} was trained on other data: {differing} {was.get(differing)} there, "
+            f"{now.get(differing)} here; resume on the data it was trained on, or train anew "
+            "without ckpt_path"
+        )
+
+
+def identity(contract: Contract) -> dict:
+    target = contract.target.to_dict()
+    return {
+        "input kind": contract.input.kind,
+        "input shape": contract.input.shape,
+        **{f"target {key}": value for key, value in target.items() if type(value) is not float},
+    }
+
+
 def resume_path(cfg: DictConfig) -> str | None:
     """The checkpoint to resume from: `ckpt_path` if given; else, with `auto_resume`, the run
     directory's newest checkpoint, so rerunning the same command (e.g. after a SLURM requeue)

@@ -14,7 +14,7 @@ from pytorch_lightning.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
-from ..checkpoints import load_checkpoint, resume_path
+from ..checkpoints import check_resumable, load_checkpoint, resume_path
 from ..console import UserError, show
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal, swept_value
 from ..records import log_metrics, plain_metrics, record_run, write_json
@@ -46,8 +46,8 @@ def train(cfg: DictConfig) -> float | None:
     datamodule = build_datamodule(cfg, load_checkpoint(ckpt_path) if ckpt_path else None)
     model = build_model(cfg, datamodule)
     log_every_epoch(trainer, datamodule)
-    if ckpt_path:  # before Lightning's own loading: one line for weights of another model
-        check_fits(model, load_checkpoint(ckpt_path)["state_dict"], ckpt_path)
+    if ckpt_path:
+        check_resuming(ckpt_path, datamodule, model)
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
@@ -74,6 +74,14 @@ def train(cfg: DictConfig) -> float | None:
         say(stopped_early)
     say(f"run directory: {output_dir}")
     return swept_value(metrics, cfg.optimized_metric)
+
+
+def check_resuming(ckpt_path: str, datamodule, model: pl.LightningModule) -> None:
+    """Before Lightning's own loading: one line for other data or another model than the
+    checkpoint's."""
+    checkpoint = load_checkpoint(ckpt_path)
+    check_resumable(checkpoint, datamodule.contract, ckpt_path)
+    check_fits(model, checkpoint["state_dict"], ckpt_path)
 
 
 def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> None:
