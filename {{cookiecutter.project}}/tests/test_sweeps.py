@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 
 import pytest
 import yaml
-from conftest import QUIET, TINY, run_cli
+from conftest import QUIET, TINY, error_lines, run_cli
 
 # One tiny epoch per job, quiet: these tests are about the sweep machinery, not about learning.
 JOB = [*QUIET[1:], *TINY]
@@ -77,6 +77,24 @@ def test_a_search_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_pat
     grid = ["-m", f"hydra.sweep.dir={tmp_path / 'grid'}"]
     result = run_cli("train.py", *grid, "optimized_metric=val/nothing", *JOB)
     assert result.returncode == 0, result.stderr[-3000:]
+
+
+@pytest.mark.slow
+def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path):
+    def sweep(*learning_rates: str):
+        grid = ["-m", f"model.optimizer.lr={','.join(learning_rates)}", *JOB]
+        return run_cli("train.py", *grid, f"hydra.sweep.dir={tmp_path}")
+
+    assert sweep("0.001", "0.01").returncode == 0
+    again = sweep("0.001", "0.01")  # as after an interruption: each finished job says so
+    assert again.returncode == 0 and again.stdout.count(" is complete (val/loss_best=") == 2
+    records = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    other = sweep("0.1", "0.01")  # job 0 would find the finished run of another rate
+    assert other.returncode == 1
+    (line,) = error_lines(other)
+    assert line.startswith(f"error: {tmp_path} holds a sweep with other settings (")
+    assert line.endswith("or choose a new hydra.sweep.dir") and "0.1" in line
+    assert {path: path.read_bytes() for path in records} == records
 
 
 @pytest.mark.slow

@@ -22,7 +22,14 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from .console import UserError, exit_with_error
-from .run_dir import STAMP, own_directory, process_rank, refusal
+from .run_dir import (
+    STAMP,
+    SWEEP_RECORD,
+    own_directory,
+    process_rank,
+    refusal,
+    sweep_refusal,
+)
 from .upstream import launched_ranks, signal_that_ended
 
 SIGNAL_NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C (SIGINT)"}
@@ -92,13 +99,18 @@ class KeepRunRecords(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """A sweep's folder named by the time is its own too. Each job composes its config again
         from the command line's overrides (Hydra's `load_sweep_config`): the folder made here
-        goes among them."""
-        if STAMP not in OmegaConf.to_container(config.hydra.sweep)["dir"]:
-            return
-        sweep_dir = own_directory(Path(config.hydra.sweep.dir))
-        with read_write(config.hydra):
-            config.hydra.sweep.dir = str(sweep_dir)
-            config.hydra.overrides.hydra.append(f'hydra.sweep.dir="{sweep_dir}"')
+        goes among them. A folder named otherwise may hold only the same sweep, which goes on
+        where it stopped, as its config in the folder says (saved here for any sweeper; jobs
+        that find their run finished return its metric)."""
+        sweep_dir = Path(config.hydra.sweep.dir)
+        if STAMP in OmegaConf.to_container(config.hydra.sweep)["dir"]:
+            sweep_dir = own_directory(sweep_dir)
+            with read_write(config.hydra):
+                config.hydra.sweep.dir = str(sweep_dir)
+                config.hydra.overrides.hydra.append(f'hydra.sweep.dir="{sweep_dir}"')
+        elif problem := sweep_refusal(sweep_dir, OmegaConf.to_container(config)):
+            exit_with_error(problem)
+        OmegaConf.save(config, sweep_dir / SWEEP_RECORD)
 
 
 def run_in(config: DictConfig, run_dir: str) -> None:

@@ -20,6 +20,9 @@ from .console import cannot_write
 # How configs/hydra/default.yaml names a run directory by the time it starts: a run so named
 # takes a directory of its own (`own_directory`) instead of being refused one.
 STAMP = "${run_stamp:"
+# A sweep's config, in its folder: what Hydra's basic sweeper writes there, and launch.py for any
+# sweeper. A later sweep in the same folder must be the same sweep.
+SWEEP_RECORD = "multirun.yaml"
 # The longest file name that most file systems take, where the system does not say.
 NAME_MAX = 255
 # Room that a new run directory must have: Hydra's .hydra/*.yaml and the log are a few KiB.
@@ -47,6 +50,43 @@ def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
         if (earlier / ".hydra" / "config.yaml").is_file():
             problem = other_run(earlier, config)
     return problem
+
+
+def sweep_refusal(sweep_dir: Path, config: dict) -> str | None:
+    """Why a sweep of `config` (its whole config, unresolved) must not start in `sweep_dir`, if
+    it must not: the folder holds another sweep, or files but no sweep, or cannot be written.
+    The same sweep again resumes its jobs, each in its own directory (`refusal`)."""
+    sweep_dir = sweep_dir.absolute()
+    problem = name_too_long(sweep_dir, "hydra.sweep.dir") or other_sweep(sweep_dir, config)
+    return problem or unwritable(sweep_dir, setting="hydra.sweep.dir=...")
+
+
+def other_sweep(sweep_dir: Path, config: dict) -> str | None:
+    if not sweep_dir.exists() or not next(sweep_dir.iterdir(), None):
+        return None
+    saved = sweep_dir / SWEEP_RECORD
+    if not saved.is_file():
+        return (
+            f"{sweep_dir} is not empty and holds no sweep (no {SWEEP_RECORD}): choose a new or "
+            "empty hydra.sweep.dir"
+        )
+    earlier = yaml.safe_load(saved.read_text()) or {}
+    changed = differences(what_sweeps(earlier), what_sweeps(config))
+    if changed:
+        return (
+            f"{sweep_dir} holds a sweep with other settings ({changed}): rerun it with its own "
+            "settings to resume it, or choose a new hydra.sweep.dir"
+        )
+    return None
+
+
+def what_sweeps(config: dict) -> dict:
+    """What makes a sweep's jobs: the task's config, the command line's overrides (the swept
+    values among them) and the sweeper's settings (an Optuna search's ranges)."""
+    hydra = config.get("hydra") or {}
+    task = {key: value for key, value in config.items() if key != "hydra"}
+    overrides = (hydra.get("overrides") or {}).get("task")
+    return task | {"hydra": {"overrides": overrides, "sweeper": hydra.get("sweeper")}}
 
 
 def own_directory(run_dir: Path) -> Path:
