@@ -233,6 +233,10 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
             "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",
         ),
+        (
+            ["+callbacks.shell._target_=os.system", "+callbacks.shell.command=true"],
+            "callbacks.shell: Target 'os.system' is blocklisted ",
+        ),
         (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),

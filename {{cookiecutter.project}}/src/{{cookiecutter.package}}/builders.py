@@ -246,7 +246,17 @@ def instantiated(config: DictConfig | dict, **options: Any) -> Any:
             raise UserError(
                 f"{cause}: the keys of a config are the arguments of the class it names{hint}"
             ) from None
+        if cause is error:  # Hydra's own refusal of the config, as of a target it blocks
+            raise UserError(hydra_refusal(error)) from None
         raise
+
+
+def hydra_refusal(error: InstantiationException) -> str:
+    """Hydra's message, wrapped over lines, as one, led by the key it names."""
+    lines = str(error).splitlines()
+    keys = [line.removeprefix("full_key: ") for line in lines if line.startswith("full_key: ")]
+    text = " ".join(line.strip() for line in lines if not line.startswith("full_key: "))
+    return f"{keys[0]}: {text}" if keys else text
 
 
 def refused_arguments(error: TypeError, config: DictConfig | dict) -> bool:
