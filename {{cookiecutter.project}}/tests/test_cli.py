@@ -165,8 +165,13 @@ def test_refused_input_ends_before_torch_is_imported(function, overrides, expect
             + ", ".join(sorted(path.stem for path in (CONFIGS / "data").glob("*.yaml"))),
         ),
         ("data.batch_size=[1", "error: no viable alternative at input '[1'; see https://"),
+        (
+            "logger=[csv,bogus]",
+            "error: In 'train': Could not load 'logger/bogus'; available options in 'logger': "
+            + ", ".join(sorted(path.stem for path in (CONFIGS / "logger").glob("*.yaml"))),
+        ),
     ],
-    ids=["typo", "unknown-choice", "syntax"],
+    ids=["typo", "unknown-choice", "syntax", "unknown-in-a-list"],
 )
 def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
     result = run_cli("train.py", override, f"hydra.run.dir={tmp_path / 'run'}", timeout=120)

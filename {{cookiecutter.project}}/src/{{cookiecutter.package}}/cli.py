@@ -8,6 +8,7 @@ needs it: predict with plain settings runs without (plain_run.py).
 import gc
 import importlib
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -35,6 +36,17 @@ def config_dir() -> str:
     """The configs packaged in an installed wheel, else the project's own configs/ folder."""
     packaged = Path(__file__).parent / "configs"
     return str(packaged if packaged.is_dir() else Path(__file__).parents[2] / "configs")
+
+
+def with_options(line: str) -> str:
+    """Hydra's line for a choice in a list that names no config (`logger=[csv,nope]`), with the
+    options its group has, as Hydra gives them for a single choice."""
+    missing = re.search(r"Could not load '([\w/]+)/[^/']+'$", line)
+    if not missing:
+        return line
+    group = missing[1]
+    options = sorted(path.stem for path in (Path(config_dir()) / group).glob("*.yaml"))
+    return f"{line}; available options in '{group}': {', '.join(options)}" if options else line
 
 
 def write_error(cfg, error: OSError, run_dir: str) -> str:
@@ -168,7 +180,7 @@ def _launch(name: str):
     except CompactHydraException as error:
         if users_choice:
             raise
-        exit_with_error(hydra_error_line(error))
+        exit_with_error(with_options(hydra_error_line(error)))
     except ValueError as error:
         if users_choice or not no_trial_completed(error):
             raise
