@@ -259,6 +259,11 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
             "is neither an .onnx file nor a folder with model.onnx; pass model=<export dir>",
         ),
         (
+            "{partial}",
+            "{tmp}/words.npy",
+            "partial lacks model.onnx, which its manifest lists; copy all of it or export again",
+        ),
+        (
             "{run}",
             "{tmp}/words.npy",
             "is a training run, not an export: export it first (python export.py ckpt_path="
@@ -282,6 +287,7 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
         "not-an-input",
         "not-onnx",
         "no-model",
+        "model-gone",
         "a-run",
         "its-checkpoints",
         "a-ckpt",
@@ -291,7 +297,9 @@ def test_bad_inputs_name_what_was_expected(
     exported_run, trained_run, tmp_path, model, input, message
 ):
     np.save(tmp_path / "words.npy", np.array(["three", "seven"]))
-    paths = {"export": exported_run, "tmp": tmp_path, "run": trained_run}
+    without_onnx = shutil.ignore_patterns("*.onnx")
+    partial = shutil.copytree(exported_run, tmp_path / "partial", ignore=without_onnx)
+    paths = {"export": exported_run, "tmp": tmp_path, "run": trained_run, "partial": partial}
     with pytest.raises(UserError, match=re.escape(message.format(**paths))):
         run_predict(model.format(**paths), input.format(**paths), tmp_path / "run")
     assert not (tmp_path / "run" / "predictions.json").exists()

@@ -35,6 +35,8 @@ def not_an_export(path: Path) -> str:
             f"model={str(path)!r} is {what}, not an export: export it first (python export.py "
             f"ckpt_path={checkpoint}), then pass model=<the export's folder>"
         )
+    if (path / "manifest.json").is_file():  # an export without its model: a partial copy
+        return f"{path} lacks model.onnx, which its manifest lists; copy all of it or export again"
     return (
         f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
         "pass model=<export dir>"
