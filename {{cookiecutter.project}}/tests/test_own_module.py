@@ -224,6 +224,15 @@ VARIANTS = {
         "error: TinyModule defines no forward, which is what an export holds: give it "
         "forward(self, x) returning its outputs (class logits, or the predicted number)",
     ),
+    "forward-returns-a-tuple": (
+        MODULE.replace("return self.linear(x.flatten(1))", "return self.linear(x.flatten(1)), x")
+        .replace("self(x)", "self(x)[0]")
+        .replace("self(batch[0])", "self(batch[0])[0]"),
+        "export.py",
+        "error: TinyModule.forward returns a tuple, and an export holds one tensor: return the "
+        "outputs alone (class logits, or the predicted number) and compute the rest in another "
+        "method",
+    ),
     "skips-batches": (
         MODULE.replace("return loss\n", "return loss if batch_idx % 2 == 0 else None\n"),
         None,

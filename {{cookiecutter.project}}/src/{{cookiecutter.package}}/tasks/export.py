@@ -113,6 +113,14 @@ def load_net_and_samples(
     if len(samples) < needed:  # a small table: its batches repeat the test samples
         show(f"note: batches of up to {needed} repeat the {len(samples)} test samples")
         samples = samples.repeat(-(-needed // len(samples)), *[1] * (samples.dim() - 1))
+    with torch.inference_mode():
+        outputs = net(samples[:2])
+    if not isinstance(outputs, torch.Tensor):
+        raise UserError(
+            f"{type(net).__name__}.forward returns a {type(outputs).__name__}, and an export "
+            "holds one tensor: return the outputs alone (class logits, or the predicted number) "
+            "and compute the rest in another method"
+        )
     return net, samples[:needed], datamodule
 
 
