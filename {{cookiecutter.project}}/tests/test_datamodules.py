@@ -16,7 +16,9 @@ import torch
 from conftest import ROOT, compose_config, contract_of, raw_samples
 
 from {{ cookiecutter.package }}.builders import build_datamodule
+from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.data.base import SPLITS
+from {{ cookiecutter.package }}.data.digits import DigitsDataModule
 from {{ cookiecutter.package }}.kinds.image import normalize
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
 from {{ cookiecutter.package }}.kinds.text import encode as encode_texts
@@ -146,3 +148,31 @@ def test_a_data_name_without_its_config_stops_pytest_in_one_line():
     assert result.returncode == pytest.ExitCode.USAGE_ERROR
     line = "ERROR: --data=nope: there is no configs/data/nope.yaml; choose from digits,"
     assert result.stderr.startswith(line) and "Traceback" not in result.stderr
+
+
+class ForgetsToReturn(DigitsDataModule):
+    def fit(self, samples):
+        super().fit(samples)  # the contract made, and not returned
+
+
+class TwoSplits(DigitsDataModule):
+    def apply(self, samples, contract):
+        splits = super().apply(samples, contract)
+        return {"train": splits["train"], "val": splits["val"]}  # no test split
+
+
+def test_a_datamodule_of_ones_own_that_breaks_a_step_is_told_which_in_one_line(monkeypatch):
+    """The base's three steps, broken as a first draft may break them (the digits underneath)."""
+    cases = [
+        (ForgetsToReturn, "ForgetsToReturn.fit returned None; it returns the contract that "),
+        (TwoSplits, "TwoSplits.apply returned a dict of train, val; it returns a dict of a "),
+    ]
+    for datamodule, line in cases:
+        with pytest.raises(UserError) as error:
+            built = datamodule()
+            built.setup()
+            built.test_dataloader()
+        assert str(error.value).startswith(line)
+    monkeypatch.delattr(DigitsDataModule, "kind")
+    with pytest.raises(UserError, match="DigitsDataModule names no input kind: set kind = "):
+        DigitsDataModule().setup()

@@ -20,6 +20,7 @@ from ..kinds import get as get_kind
 from .loaders import make_loader
 
 SPLITS = ("train", "val", "test")
+ALL_SPLITS = "a dict of a dataset for each of train, val and test"
 # The data config's keys that configs/model/ reads; null there means "from the data".
 SHAPES = ("channels", "image_size", "num_features", "num_classes")
 
@@ -103,12 +104,36 @@ class ContractDataModule(pl.LightningDataModule):
                 samples = self.read()
                 self.check_kind()
                 self.contract = self.trained or self.fit(samples)
+                if not isinstance(self.contract, Contract):
+                    expected = "the contract that self.declare(preprocessing, target) makes"
+                    raise UserError(self.step_broken("fit", self.contract, expected))
                 self.splits = self.apply(samples, self.contract)
+                if not isinstance(self.splits, dict):
+                    raise UserError(self.step_broken("apply", self.splits, ALL_SPLITS))
             self.check_shapes()
 
+    def dataset(self, split: str) -> Dataset:
+        """The split's dataset, as `apply` made it (a datamodule whose loaders open their splits
+        themselves, as the stream's do, makes none)."""
+        if split not in self.splits:
+            raise UserError(self.step_broken("apply", self.splits, ALL_SPLITS))
+        return self.splits[split]
+
+    def step_broken(self, step: str, returned: Any, expected: str) -> str:
+        """The line for a step of a datamodule of the user's own that returns what the base
+        cannot use."""
+        what = f"a dict of {', '.join(map(str, returned))}" if isinstance(returned, dict) else None
+        what = what or ("None" if returned is None else f"a {type(returned).__name__}")
+        return f"{type(self).__name__}.{step} returned {what}; it returns {expected}"
+
     def check_kind(self) -> None:
-        """A trained model's contract applies to data of its input kind only (a stream knows
-        its kind once read)."""
+        """A datamodule names its input kind; a trained model's contract applies to data of that
+        kind only (a stream knows its kind once read)."""
+        if not isinstance(getattr(self, "kind", None), str):
+            raise UserError(
+                f"{type(self).__name__} names no input kind: set kind = 'image', 'table', 'text' "
+                "or the name of a module of kinds/, as a class attribute"
+            )
         if self.trained and self.trained.input.kind != self.kind:
             raise UserError(
                 f"the model was trained on {self.trained.input.kind} inputs and this data config "
@@ -166,7 +191,7 @@ class ContractDataModule(pl.LightningDataModule):
     def loader(self, split: str, as_evaluated: bool = False) -> DataLoader:
         """The split's loader; `as_evaluated`: in order and without augmentation, as evaluation
         prepares samples (export calibrates its INT8 model on training samples so)."""
-        dataset = self.splits[split]
+        dataset = self.dataset(split)
         if as_evaluated and hasattr(dataset, "unaugmented"):
             dataset = dataset.unaugmented()
         return make_loader(

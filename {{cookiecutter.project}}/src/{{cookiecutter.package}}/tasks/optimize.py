@@ -39,7 +39,7 @@ def optimize(cfg: DictConfig) -> str:
     if isinstance(datamodule, StreamDataModule):
         raise UserError("data=stream is already optimized: train from it as it is")
     for split in SPLITS:
-        dataset = datamodule.splits[split]
+        dataset = datamodule.dataset(split)
         if hasattr(dataset, "unaugmented"):
             dataset = dataset.unaugmented()
         write_chunks(
