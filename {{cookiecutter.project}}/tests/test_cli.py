@@ -234,6 +234,8 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         ),
         (["+data.foo=1"], "ContractDataModule.__init__() got an unexpected keyword argument"),
         (["model.num_classes=1"], "model.num_classes=1, but the data has "),
+        (["model/net=mlp", "model.net.num_classes=1"], "model.net.num_classes=1, but the data "),
+        (["model/net=mlp", "model.net.in_features=1"], "model.net.in_features=1, but the data "),
         (
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
             "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",

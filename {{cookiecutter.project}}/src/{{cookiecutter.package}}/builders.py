@@ -125,9 +125,9 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     it to `model.net`, which the checkpoint keeps."""
     choose_network(cfg, datamodule)
     if datamodule is not None:
-        check_classes(cfg.model.get("num_classes"), datamodule.shapes.get("num_classes"))
-        check_network(cfg.model.get("net"), datamodule.contract.input)
         check_task(target_of(cfg.model, "model"), datamodule.contract.target)
+        check_from_data(cfg.model, datamodule.shapes)
+        check_network(cfg.model.get("net"), datamodule.contract.input)
     model = instantiate_model(cfg.model)
     record = getattr(getattr(model, "net", None), "record", None)
     if callable(record):
@@ -160,14 +160,28 @@ def choose_network(cfg: DictConfig, datamodule=None) -> None:
         del cfg.model.nets
 
 
-def check_classes(given: int | None, found: int | None) -> None:
-    """One line for a model given another number of classes than the data has (set by hand:
-    model configs read it from the data), before its first step fails on a label it lacks."""
-    if given is not None and found is not None and given != found:
-        raise UserError(
-            f"model.num_classes={given}, but the data has {found} classes: leave it to the data, "
-            "which the model config reads as ${data.num_classes}"
-        )
+def check_from_data(model: DictConfig, shapes: dict) -> None:
+    """One line for a model or its network given another shape than the data's (set by hand:
+    their configs read them from the data), before the first step fails on a label the network
+    has no output for or on samples of other channels or features."""
+    for place, config in (("model", model), ("model.net", model.get("net") or {})):
+        for key, (shape, noun) in FROM_DATA.items():
+            given, found = config.get(key), shapes.get(shape)
+            if given is not None and found is not None and given != found:
+                reference = "${data." + shape + "}"
+                raise UserError(
+                    f"{place}.{key}={given}, but the data has {found} {noun}: leave it to the "
+                    f"data, which the config reads as {reference}"
+                )
+
+
+# The settings of a model or network that its config reads from the data's shapes, and the noun
+# for each shape.
+FROM_DATA = {
+    "num_classes": ("num_classes", "classes"),
+    "in_channels": ("channels", "channels"),
+    "in_features": ("num_features", "features"),
+}
 
 
 def check_network(net: DictConfig | None, sample: Input) -> None:
