@@ -15,6 +15,7 @@ from conftest import (
     QUIET,
     ROOT,
     compose_config,
+    copy_project,
     error_lines,
     kept_in_log,
     run_cli,
@@ -178,6 +179,19 @@ def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
     assert result.returncode == 1
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(expected)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_config_file_edited_into_broken_yaml_is_named_in_one_line(tmp_path):
+    project = copy_project(tmp_path / "project")
+    config = project / "configs" / "train.yaml"
+    config.write_text(config.read_text() + "tags: [dev, v2\n")  # the bracket left open
+    result = run_cli("train.py", f"hydra.run.dir={tmp_path / 'run'}", root=project, timeout=120)
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith(f"error: {config}, line ")
+    problem = "expected ',' or ']', but got '<stream end>'"
+    assert line.endswith(f"is not valid YAML: {problem}; correct it there")
     assert not (tmp_path / "run").exists()
 
 

@@ -49,6 +49,14 @@ def with_options(line: str) -> str:
     return f"{line}; available options in '{group}': {', '.join(options)}" if options else line
 
 
+def yaml_error_line(error: Exception) -> str:
+    """Where a YAML file breaks, and what the parser found there."""
+    mark = getattr(error, "problem_mark", None)
+    where = f"{mark.name}, line {mark.line + 1}, column {mark.column + 1}," if mark else "a file"
+    problem = getattr(error, "problem", None) or str(error)
+    return f"{where} is not valid YAML: {problem}; correct it there"
+
+
 def write_error(cfg, error: OSError, run_dir: str) -> str:
     """The line for a file that could not be written: the file, if it is the run's or the
     export's (a temporary file elsewhere says nothing), and the setting that moves it."""
@@ -153,6 +161,7 @@ def prepare() -> None:
 
 def _launch(name: str):
     import hydra
+    import yaml
     from hydra.core.hydra_config import HydraConfig
     from hydra.errors import CompactHydraException
     from omegaconf import OmegaConf
@@ -181,6 +190,10 @@ def _launch(name: str):
         if users_choice:
             raise
         exit_with_error(with_options(hydra_error_line(error)))
+    except yaml.YAMLError as error:  # a config file edited into something that is not YAML
+        if users_choice:
+            raise
+        exit_with_error(yaml_error_line(error))
     except ValueError as error:
         if users_choice or not no_trial_completed(error):
             raise
