@@ -248,6 +248,9 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         ),
         (["+data.foo=1"], "ContractDataModule.__init__() got an unexpected keyword argument"),
         (["model.num_classes=1"], "model.num_classes=1, but the data has "),
+        # A config of the user's own that extends no shipped one, as if written without defaults.
+        (["~model._target_"], "the model config names no class (no _target_): begin it with "),
+        (["~data._target_"], "the data config names no class (no _target_): begin it with "),
         (["model/net=mlp", "model.net.num_classes=1"], "model.net.num_classes=1, but the data "),
         (["model/net=mlp", "model.net.in_features=1"], "model.net.in_features=1, but the data "),
         (

@@ -77,6 +77,7 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     because model configs read them as `${data.num_classes}`: a LightningModule of the user's
     own gets them as any data setting, and the checkpoint records the resolved values.
     `resumed`: the checkpoint that training resumes from."""
+    target_of(cfg.data, "data")
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
     datamodule = instantiated(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     adopt_network_preprocessing(cfg, datamodule, resumed)
@@ -227,14 +228,27 @@ def check_task(model_class: type, target: Target) -> None:
 
 
 def target_of(config: DictConfig | dict, setting: str) -> Any:
-    """The class that the config's `_target_` names, imported; one line when it cannot be (a
-    misspelt name, or a module of the user's own that fails to import)."""
+    """The class that the config's `_target_` names, imported; one line when it names none (a
+    config of the user's own that extends no shipped one) or it cannot be imported (a misspelt
+    name, or a module of the user's own that fails to import)."""
+    if "_target_" not in config:
+        advice = NO_TARGET.get(setting, "set its _target_ to the class to build")
+        raise UserError(f"the {setting} config names no class (no _target_): {advice}")
     try:
         return imported(config["_target_"])
     except (ImportError, AttributeError, ValueError) as error:
         raise UserError(
             f"{setting}._target_={config['_target_']} cannot be imported: {error}"
         ) from None
+
+
+# What a config of the user's own that names no class lacks, for the groups users add to.
+NO_TARGET = {
+    "data": "begin it with defaults: [table, _self_] (or images, text) to extend a shipped "
+    "one, or set _target_ to a datamodule",
+    "model": "begin it with defaults: [classifier, _self_] (or regressor) to extend a shipped "
+    "one, or set _target_ to a LightningModule",
+}
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
