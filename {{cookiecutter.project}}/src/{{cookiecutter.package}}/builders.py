@@ -161,6 +161,15 @@ def choose_network(cfg: DictConfig, datamodule=None) -> None:
         del cfg.model.nets
 
 
+# The settings of a model or network that its config reads from the data's shapes, and the noun
+# for each shape.
+FROM_DATA = {
+    "num_classes": ("num_classes", "classes"),
+    "in_channels": ("channels", "channels"),
+    "in_features": ("num_features", "features"),
+}
+
+
 def check_from_data(model: DictConfig, shapes: dict) -> None:
     """One line for a model or its network given another shape than the data's (set by hand:
     their configs read them from the data), before the first step fails on a label the network
@@ -174,15 +183,6 @@ def check_from_data(model: DictConfig, shapes: dict) -> None:
                     f"{place}.{key}={given}, but the data has {found} {noun}: leave it to the "
                     f"data, which the config reads as {reference}"
                 )
-
-
-# The settings of a model or network that its config reads from the data's shapes, and the noun
-# for each shape.
-FROM_DATA = {
-    "num_classes": ("num_classes", "classes"),
-    "in_channels": ("channels", "channels"),
-    "in_features": ("num_features", "features"),
-}
 
 
 def check_network(net: DictConfig | None, sample: Input) -> None:
@@ -227,6 +227,15 @@ def check_task(model_class: type, target: Target) -> None:
     )
 
 
+# What a config of the user's own that names no class lacks, for the groups users add to.
+NO_TARGET = {
+    "data": "begin it with defaults: [table, _self_] (or images, text) to extend a shipped "
+    "one, or set _target_ to a datamodule",
+    "model": "begin it with defaults: [classifier, _self_] (or regressor) to extend a shipped "
+    "one, or set _target_ to a LightningModule",
+}
+
+
 def target_of(config: DictConfig | dict, setting: str) -> Any:
     """The class that the config's `_target_` names, imported; one line when it names none (a
     config of the user's own that extends no shipped one) or it cannot be imported (a misspelt
@@ -240,15 +249,6 @@ def target_of(config: DictConfig | dict, setting: str) -> Any:
         raise UserError(
             f"{setting}._target_={config['_target_']} cannot be imported: {error}"
         ) from None
-
-
-# What a config of the user's own that names no class lacks, for the groups users add to.
-NO_TARGET = {
-    "data": "begin it with defaults: [table, _self_] (or images, text) to extend a shipped "
-    "one, or set _target_ to a datamodule",
-    "model": "begin it with defaults: [classifier, _self_] (or regressor) to extend a shipped "
-    "one, or set _target_ to a LightningModule",
-}
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
