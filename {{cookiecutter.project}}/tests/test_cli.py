@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import (
     CONFIGS,
+    DIGITS,
     FAST_LATENCY,
     QUIET,
     ROOT,
@@ -303,6 +304,30 @@ def test_bad_settings_are_named_in_one_line_before_training(overrides, message, 
     assert str(error.value).startswith(message)
     assert "\n" not in str(error.value)
     assert not (tmp_path / "metrics.json").exists()
+
+
+class ManyLogits(torch.nn.Module):
+    """A network of the user's own whose last layer was written for other data's classes."""
+
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(64, 997)  # the digits' 8x8 pixels
+
+    def forward(self, x):
+        return self.layer(x.flatten(1))
+
+
+def test_a_network_that_gives_another_number_of_outputs_is_one_line(tmp_path):
+    for model in ("classifier", "regressor"):
+        overrides = [*DIGITS, f"model={model}", "+model.net._target_=test_cli.ManyLogits"]
+        overrides += ["data.task=regression"] if model == "regressor" else []
+        with pytest.raises(UserError) as error:
+            train(compose_config("train", tmp_path / model, [*overrides, "trainer.max_epochs=1"]))
+        assert re.fullmatch(
+            r"ManyLogits gives outputs of shape \((\d+), 997\) for a batch of \1, and the "
+            r"(Classifier|Regressor) takes \(\1, (10|1)\): one (logit per class|number a sample)",
+            str(error.value),
+        )
 
 
 def test_a_key_the_network_does_not_take_is_one_line(tmp_path):

@@ -56,6 +56,20 @@ class NetModule(pl.LightningModule):
         """The loss and the network's outputs for a batch; updates the metrics of `stage`."""
         raise NotImplementedError
 
+    def outputs(self, x: torch.Tensor, size: int, what: str) -> torch.Tensor:
+        """The network's outputs for a batch, `size` a sample (one number may come unwrapped);
+        one line for a network whose last layer gives another number. The shape is known
+        without waiting for the device."""
+        outputs = self(x)
+        per_sample = tuple(outputs.shape[1:])
+        if per_sample != (size,) and not (size == 1 and per_sample == ()):
+            raise UserError(
+                f"{type(self.net).__name__} gives outputs of shape {tuple(outputs.shape)} for a "
+                f"batch of {len(x)}, and the {type(self).__name__} takes ({len(x)}, {size}): "
+                f"{what}"
+            )
+        return outputs
+
     def log_validation(self, metrics: dict[str, Metric | torch.Tensor]) -> None:
         """Logs the epoch's validation metrics (epoch means over every sample of every DDP rank)
         and, after the sanity check, `<name>_best` of each tracked one."""

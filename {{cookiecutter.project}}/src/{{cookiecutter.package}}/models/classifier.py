@@ -31,7 +31,7 @@ class Classifier(NetModule):
 
     def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
-        logits = self(x)
+        logits = self.outputs(x, self.hparams.num_classes, "one logit per class")
         loss = F.cross_entropy(logits, y)
         # Metrics accumulate on the device every step and are logged once per epoch (below):
         # each self.log call is Python work inside every step.

@@ -48,7 +48,7 @@ class Regressor(NetModule):
 
     def step(self, batch, stage: str) -> tuple[torch.Tensor, torch.Tensor]:
         x, y = batch
-        prediction = self(x).squeeze(-1)
+        prediction = self.outputs(x, 1, "one number a sample").squeeze(-1)
         loss = F.mse_loss(prediction, y)
         predicted, true = self.to_units(prediction.detach()), self.to_units(y)
         if stage != "train":
