@@ -43,11 +43,14 @@ def train(cfg: DictConfig) -> float | None:
     trainer = build_trainer(cfg)
     if relaunches_script(trainer):  # a multirun job with DDP: see launch.py
         return run_job_in_subprocess(cfg.optimized_metric)
-    datamodule = build_datamodule(cfg, load_checkpoint(ckpt_path) if ckpt_path else None)
+    resumed = load_checkpoint(ckpt_path) if ckpt_path else None
+    datamodule = build_datamodule(cfg, resumed)
     model = build_model(cfg, datamodule)
     log_every_epoch(trainer, datamodule)
-    if ckpt_path:
-        check_resuming(ckpt_path, datamodule, model)
+    if resumed:  # before Lightning's own loading: one line for other data or another model
+        check_resumable(resumed, datamodule.contract, ckpt_path)
+        check_fits(model, resumed["state_dict"], ckpt_path)
+    del resumed  # Lightning loads the weights into the model itself: no copy held while training
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
@@ -74,14 +77,6 @@ def train(cfg: DictConfig) -> float | None:
         say(stopped_early)
     say(f"run directory: {output_dir}")
     return swept_value(metrics, cfg.optimized_metric)
-
-
-def check_resuming(ckpt_path: str, datamodule, model: pl.LightningModule) -> None:
-    """Before Lightning's own loading: one line for other data or another model than the
-    checkpoint's."""
-    checkpoint = load_checkpoint(ckpt_path)
-    check_resumable(checkpoint, datamodule.contract, ckpt_path)
-    check_fits(model, checkpoint["state_dict"], ckpt_path)
 
 
 def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> None:
