@@ -448,6 +448,18 @@ def test_pickled_weights_are_refused(data, tmp_path):
     assert "\n" not in str(refused.value)
 
 
+def test_a_text_backbone_without_its_tokenizer_is_refused(data, tmp_path):
+    # The model's files alone: transformers would build a tokenizer of special tokens only.
+    folder = tmp_path / "no_tokenizer"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(data["bert"] / name, folder)
+    overrides = ["data=text", f"data.root={data['texts']}", BACKBONE, f"model.net.name={folder}"]
+    with pytest.raises(UserError, match="its tokenizer has no vocabulary") as refused:
+        build_datamodule(compose_config("train", tmp_path / "run", overrides))
+    assert "\n" not in str(refused.value)
+
+
 @pytest.mark.parametrize(
     ("overrides", "line"),
     [

@@ -296,6 +296,13 @@ def text_preprocessing(name: str, config, max_length: int) -> dict:
             f"model.net.name={name}: its tokenizer has no tokenizer.json with a padding token; "
             "choose a model with a fast tokenizer"
         )
+    # Without its files, transformers builds the architecture's tokenizer with no vocabulary:
+    # every word would be the unknown token, and training would learn from none of them.
+    if len(tokenizer) <= len(set(tokenizer.all_special_ids)):
+        raise UserError(
+            f"model.net.name={name}: its tokenizer has no vocabulary (no tokenizer.json or "
+            "vocabulary file beside the model); save it there with tokenizer.save_pretrained"
+        )
     pad_id = getattr(config, "pad_token_id", None)
     if pad_id is not None and pad_id != tokenizer.pad_token_id:
         raise UserError(
