@@ -448,14 +448,38 @@ def test_pickled_weights_are_refused(data, tmp_path):
     assert "\n" not in str(refused.value)
 
 
-def test_a_text_backbone_without_its_tokenizer_is_refused(data, tmp_path):
-    # The model's files alone: transformers would build a tokenizer of special tokens only.
-    folder = tmp_path / "no_tokenizer"
+MODEL_FILES = ("config.json", "model.safetensors")
+
+
+def without_tokenizer(bert: Path, folder: Path) -> None:
+    # transformers would build the architecture's tokenizer with its special tokens only.
+    for name in MODEL_FILES:
+        shutil.copy(bert / name, folder)
+
+
+def with_fewer_embeddings(bert: Path, folder: Path) -> None:
+    # The tokenizer's ids would run past the model's embeddings at the first step.
+    config = transformers.BertConfig.from_pretrained(bert)
+    config.vocab_size = len(SPECIAL_TOKENS) + 10
+    transformers.BertModel(config).save_pretrained(folder)
+    for file in bert.iterdir():
+        if file.name not in MODEL_FILES:
+            shutil.copy(file, folder)
+
+
+@pytest.mark.parametrize(
+    ("write", "line"),
+    [
+        (without_tokenizer, "its tokenizer has no vocabulary"),
+        (with_fewer_embeddings, r"its tokenizer has \d+ tokens and the model embeds 15"),
+    ],
+)
+def test_a_text_backbone_without_its_own_tokenizer_is_refused(write, line, data, tmp_path):
+    folder = tmp_path / "backbone"
     folder.mkdir()
-    for name in ("config.json", "model.safetensors"):
-        shutil.copy(data["bert"] / name, folder)
+    write(data["bert"], folder)
     overrides = ["data=text", f"data.root={data['texts']}", BACKBONE, f"model.net.name={folder}"]
-    with pytest.raises(UserError, match="its tokenizer has no vocabulary") as refused:
+    with pytest.raises(UserError, match=line) as refused:
         build_datamodule(compose_config("train", tmp_path / "run", overrides))
     assert "\n" not in str(refused.value)
 

@@ -303,6 +303,12 @@ def text_preprocessing(name: str, config, max_length: int) -> dict:
             f"model.net.name={name}: its tokenizer has no vocabulary (no tokenizer.json or "
             "vocabulary file beside the model); save it there with tokenizer.save_pretrained"
         )
+    embeddings = getattr(config, "vocab_size", None)
+    if embeddings is not None and len(tokenizer) > embeddings:
+        raise UserError(
+            f"model.net.name={name}: its tokenizer has {len(tokenizer)} tokens and the model "
+            f"embeds {embeddings}; save the tokenizer the model was trained with beside it"
+        )
     pad_id = getattr(config, "pad_token_id", None)
     if pad_id is not None and pad_id != tokenizer.pad_token_id:
         raise UserError(
