@@ -263,6 +263,13 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "callbacks.shell: Target 'os.system' is blocklisted ",
         ),
         (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
+        # Hydra reads these as words, and any word would count as true.
+        (["test=no"], "test=no must be true or false"),
+        (["auto_resume=off"], "auto_resume=off must be true or false"),
+        (["trainer.enable_checkpointing=no"], "trainer.enable_checkpointing=no must be true or"),
+        (["callbacks.early_stopping.check_finite=off"], "callbacks.early_stopping.check_finite="),
+        (["model.compile=yes"], "model.compile=yes must be true or false"),
+        (["data.persistent_workers=no"], "data.persistent_workers=no must be true or false"),
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
         (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),

@@ -252,6 +252,25 @@ def test_bad_image_folders_give_one_line(tmp_path, layout, message):
     fails_with(message, build_images, tmp_path, root)
 
 
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("data.augment.flip=no", "data.augment.flip=no must be true or false"),
+        ("data.augment.crop_scale=[0.9,0.5]", "data.augment.crop_scale=[0.9, 0.5] must be two "),
+        ("data.augment.crop_scale=[0.5,1.5]", "fractions of the image's area, low to high, above"),
+        ("data.augment.crop_ratio=0.75", "data.augment.crop_ratio=0.75 must be two aspect ratios"),
+        ("data.augment.crop_ratio=null", "crop_scale and data.augment.crop_ratio go together"),
+        ("+data.augment.rotate=15", "data.augment.rotate is not a setting; choose from crop_"),
+        ("data.skip_unreadable=off", "data.skip_unreadable=off must be true or false"),
+    ],
+)
+def test_augmentation_mistakes_give_one_line_before_a_worker_meets_them(
+    tmp_path, override, message
+):
+    root = image_folder(tmp_path / "images")
+    fails_with(message, build_images, tmp_path, root, override)
+
+
 def test_folders_named_by_numbers_are_a_regression_target(tmp_path):
     root = tmp_path / "images"
     for value in ("1", "2.5", "10"):

@@ -1,10 +1,11 @@
 """Builds the objects every task needs from its config: train, eval and export share one recipe."""
 
 import importlib
+import inspect
 import re
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args, get_type_hints
 
 import pytorch_lightning as pl
 import torch
@@ -79,6 +80,7 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     `resumed`: the checkpoint that training resumes from."""
     target_of(cfg.data, "data")
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
+    check_switches(cfg.data, "data")
     datamodule = instantiated(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     adopt_network_preprocessing(cfg, datamodule, resumed)
     # Before the model exists, and in every process: the networks are built for these shapes.
@@ -125,6 +127,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     that records what rebuilding it needs (a pretrained backbone's class and configuration) adds
     it to `model.net`, which the checkpoint keeps."""
     choose_network(cfg, datamodule)
+    check_switches(cfg.model, "model")
     if datamodule is not None:
         check_task(target_of(cfg.model, "model"), datamodule.contract.target)
         check_from_data(cfg.model, datamodule.shapes)
@@ -249,6 +252,43 @@ def target_of(config: DictConfig | dict, setting: str) -> Any:
         raise UserError(
             f"{setting}._target_={config['_target_']} cannot be imported: {error}"
         ) from None
+
+
+def check_switches(config: Any, setting: str) -> None:
+    """One line for a word given where a class of `config` (or of a config inside it) takes true
+    or false: Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as true."""
+    if isinstance(config, DictConfig):
+        config = OmegaConf.to_container(config)  # unresolved: `${...}` stays as written
+    if not isinstance(config, dict):
+        return
+    switches = switches_of(config["_target_"]) if "_target_" in config else set()
+    for key, value in config.items():
+        if key in switches and isinstance(value, str) and "${" not in value:
+            raise UserError(f"{setting}.{key}={value} must be true or false")
+        check_switches(value, f"{setting}.{key}")
+
+
+def switches_of(target: str) -> set[str]:
+    """The arguments that the class or function `target` names takes as true or false (or
+    None), its bases' included, which take what a class passes on; none for a target that
+    cannot be imported (building it says so) or whose annotations name what is not defined."""
+    try:
+        cls = imported(target)
+    except (ImportError, AttributeError, ValueError):
+        return set()
+    switches: set[str] = set()
+    seen = {"return"}
+    for each in getattr(cls, "__mro__", (cls,)):
+        init = each.__dict__.get("__init__") if isinstance(each, type) else each
+        try:
+            hints = get_type_hints(inspect.unwrap(init)) if init else {}
+        except (NameError, TypeError):
+            continue
+        for name, hint in hints.items():
+            if name not in seen and set(get_args(hint) or (hint,)) <= {bool, type(None)}:
+                switches.add(name)
+            seen.add(name)
+    return switches
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
@@ -437,6 +477,8 @@ def check_trainer_settings(trainer: DictConfig) -> None:
 
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
+    for group in ("trainer", "logger", "callbacks"):
+        check_switches(cfg.get(group), group)
     check_trainer_settings(cfg.trainer)
     loggers = instantiate_group(cfg.get("logger"))
     callbacks = build_callbacks(cfg, bool(loggers))

@@ -88,6 +88,53 @@ class Options(BaseModel):
 
 
 Fraction = Annotated[float, number(below=1, noun="a fraction", example="0.15")]
+# Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as true.
+Switch = Annotated[bool, Field(strict=True), Refusal("{setting} must be true or false")]
+
+
+def low_to_high(pair: tuple[float, float]) -> tuple[float, float]:
+    if pair[0] > pair[1]:
+        raise ValueError("low to high")  # the user reads the setting's line
+    return pair
+
+
+AreaFraction = Annotated[float, Field(strict=True, gt=0, le=1)]
+Ratio = Annotated[float, Field(strict=True, gt=0)]
+
+
+class Augment(TypedDict, total=False):
+    """How the image datamodule augments training images (data/images.py)."""
+
+    # How pydantic 2.5 (the oldest this project takes) configures a TypedDict; not a field.
+    __pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[misc]
+
+    crop_scale: Annotated[
+        Annotated[tuple[AreaFraction, AreaFraction], AfterValidator(low_to_high)] | None,
+        Refusal(
+            "{setting} must be two fractions of the image's area, low to high, above 0 and at "
+            "most 1: e.g. [0.7,1.0]"
+        ),
+    ]
+    crop_ratio: Annotated[
+        Annotated[tuple[Ratio, Ratio], AfterValidator(low_to_high)] | None,
+        Refusal(
+            "{setting} must be two aspect ratios (width / height), low to high, above 0: e.g. "
+            "[0.75,1.333]"
+        ),
+    ]
+    flip: Switch
+
+
+def crops_with_both(augment: Augment) -> Augment:
+    if bool(augment.get("crop_scale")) != bool(augment.get("crop_ratio")):
+        raise ValueError(
+            "data.augment.crop_scale and data.augment.crop_ratio go together: set both, or both "
+            "to null for no cropping"
+        )
+    return augment
+
+
+AUGMENT = Annotated[Augment, AfterValidator(crops_with_both)]
 
 
 class DataOptions(TypedDict, total=False):
@@ -97,16 +144,14 @@ class DataOptions(TypedDict, total=False):
     batch_size: Annotated[int, whole(1)]
     num_workers: Annotated[int, whole(0)]
     task: Literal["classification", "regression", None]
-    drop_missing_target: Annotated[
-        bool, Field(strict=True), Refusal("{setting} must be true or false")
-    ]
+    drop_missing_target: Switch
     val_fraction: Fraction
     test_fraction: Fraction
     # Texts: the tokenizer's size (its two special tokens and at least one more), and the tokens
     # a text is cut or padded to.
     vocab_size: Annotated[int, whole(3)]
     max_length: Annotated[int, whole(1)]
-    lowercase: Annotated[bool, Field(strict=True), Refusal("{setting} must be true or false")]
+    lowercase: Switch
     normalization: Literal["NFC", "NFD", "NFKC", "NFKD"]
 
 
@@ -135,6 +180,11 @@ class Latency(Options):
 class Triton(Options):
     max_batch_size: Annotated[int, whole(1)]
     max_queue_delay_microseconds: Annotated[int, whole(0)]
+
+
+class TrainOptions(Options):
+    test: Switch
+    auto_resume: Switch
 
 
 class EvalOptions(Options):
@@ -296,7 +346,9 @@ def validated(kind: Any, section: Any, prefix: str = "", **facts: Any) -> Any:
     """The options of `kind` (a class above, or DATA) that `section` of a config gives, checked
     and typed. The first that breaks its type, range or a rule across options is one line;
     `facts` are what a range depends on that only the command knows."""
-    given = {name: plain(section[name]) for name in fields(kind) if name in section}
+    # Options that take no others are given every key, to name one they lack.
+    closed = getattr(split(kind)[0], "__pydantic_config__", {}).get("extra") == "forbid"
+    given = {name: plain(section[name]) for name in section if closed or name in fields(kind)}
     try:
         return TypeAdapter(kind).validate_python(given, context=facts)
     except ValidationError as error:
@@ -308,10 +360,14 @@ def refusal(kind: Any, error: Any, given: dict, prefix: str, facts: dict) -> str
         return str(error["ctx"]["error"])
     # Each option on the way to the refused value, outermost first. The innermost that has a line
     # of its own says it: an unknown format names itself, a batch size below 1 is the list's.
-    levels, names, annotation = [], [], kind
+    levels, annotation = [], kind
+    names: list[str] = []
     value: Any = given
     for key in error["loc"]:
         base = split(annotation)[0]
+        if isinstance(key, str) and key not in fields(base):  # options that take no others
+            known = ", ".join(fields(base))
+            return f"{prefix}{'.'.join([*names, key])} is not a setting; choose from {known}"
         annotation = fields(base)[key] if isinstance(key, str) else get_args(base)[0]
         names += [key] if isinstance(key, str) else []
         value = value.get(key) if isinstance(value, dict) else value[key]

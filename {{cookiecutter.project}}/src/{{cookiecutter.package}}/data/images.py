@@ -24,6 +24,7 @@ from ..kinds.image import (
     open_image,
     pixel_moments,
 )
+from ..options import AUGMENT, validated
 from ..targets import classification, regression
 from .base import SPLITS, ContractDataModule, note
 from .file_cache import FileCache
@@ -141,6 +142,8 @@ class ImagesDataModule(ContractDataModule):
         units: str | None = None,
         **common,
     ):
+        if augment is not None:  # a mistake here would show only in a worker, mid-epoch
+            validated(AUGMENT, augment, prefix="data.augment.")
         super().__init__(channels=channels, image_size=image_size, **common)
 
     def read(self) -> dict:
