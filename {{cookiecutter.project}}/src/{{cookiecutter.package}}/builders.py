@@ -43,6 +43,14 @@ FEATURE_FLAGS = {
 }
 
 
+# Arguments typed as one of these take what it says, and no word.
+PLAIN_TYPES = {
+    frozenset({bool}): "true or false",
+    frozenset({int}): "a whole number",
+    frozenset({float}): "a number",
+    frozenset({int, float}): "a number",
+}
+
 # One context for every call: it does nothing on entering or leaving.
 NOTHING = nullcontext()
 
@@ -80,7 +88,7 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     `resumed`: the checkpoint that training resumes from."""
     target_of(cfg.data, "data")
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
-    check_switches(cfg.data, "data")
+    check_words(cfg.data, "data")
     datamodule = instantiated(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     adopt_network_preprocessing(cfg, datamodule, resumed)
     # Before the model exists, and in every process: the networks are built for these shapes.
@@ -126,8 +134,9 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     """The model; with `datamodule`, first checked to be made for the data's task. A network
     that records what rebuilding it needs (a pretrained backbone's class and configuration) adds
     it to `model.net`, which the checkpoint keeps."""
+    check_words(cfg.model, "model")  # named as set: model.nets.image.dropout
     choose_network(cfg, datamodule)
-    check_switches(cfg.model, "model")
+    check_words(cfg.model.get("net"), "model.net")  # with settings that no network declared
     if datamodule is not None:
         check_task(target_of(cfg.model, "model"), datamodule.contract.target)
         check_from_data(cfg.model, datamodule.shapes)
@@ -254,30 +263,31 @@ def target_of(config: DictConfig | dict, setting: str) -> Any:
         ) from None
 
 
-def check_switches(config: Any, setting: str) -> None:
-    """One line for a word given where a class of `config` (or of a config inside it) takes true
-    or false: Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as true."""
+def check_words(config: Any, setting: str) -> None:
+    """One line for a word given where a class of `config` (or of a config inside it) takes
+    true or false, or a number: the class would take it, and fail on it mid-run or read it as
+    true (Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as true)."""
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config)  # unresolved: `${...}` stays as written
     if not isinstance(config, dict):
         return
-    switches = switches_of(config["_target_"]) if "_target_" in config else set()
+    takes = argument_types(config["_target_"]) if "_target_" in config else {}
     for key, value in config.items():
-        if key in switches and isinstance(value, str) and "${" not in value:
-            raise UserError(f"{setting}.{key}={value} must be true or false")
-        check_switches(value, f"{setting}.{key}")
+        if key in takes and isinstance(value, str) and "${" not in value:
+            raise UserError(f"{setting}.{key}={value} must be {takes[key]}")
+        check_words(value, f"{setting}.{key}")
 
 
-def switches_of(target: str) -> set[str]:
-    """The arguments that the class or function `target` names takes as true or false (or
-    None), its bases' included, which take what a class passes on; none for a target that
-    cannot be imported (building it says so) or whose annotations name what is not defined."""
+def argument_types(target: str) -> dict[str, str]:
+    """What each argument of the class or function `target` that takes only true or false, or
+    only numbers (or None), takes, its bases' included, which take what a class passes on. None
+    for a target that cannot be imported (building it says so), or for a class whose
+    annotations name what is not defined."""
     try:
         cls = imported(target)
     except (ImportError, AttributeError, ValueError):
-        return set()
-    switches: set[str] = set()
-    seen = {"return"}
+        return {}
+    found: dict[str, str] = {}
     for each in getattr(cls, "__mro__", (cls,)):
         init = each.__dict__.get("__init__") if isinstance(each, type) else each
         try:
@@ -285,10 +295,9 @@ def switches_of(target: str) -> set[str]:
         except (NameError, TypeError):
             continue
         for name, hint in hints.items():
-            if name not in seen and set(get_args(hint) or (hint,)) <= {bool, type(None)}:
-                switches.add(name)
-            seen.add(name)
-    return switches
+            types = frozenset(get_args(hint) or (hint,)) - {type(None)}
+            found.setdefault(name, PLAIN_TYPES.get(types, ""))
+    return {name: takes for name, takes in found.items() if takes}
 
 
 def instantiate_model(config: DictConfig | dict) -> pl.LightningModule:
@@ -478,7 +487,7 @@ def check_trainer_settings(trainer: DictConfig) -> None:
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
     for group in ("trainer", "logger", "callbacks"):
-        check_switches(cfg.get(group), group)
+        check_words(cfg.get(group), group)
     check_trainer_settings(cfg.trainer)
     loggers = instantiate_group(cfg.get("logger"))
     callbacks = build_callbacks(cfg, bool(loggers))
