@@ -137,6 +137,26 @@ def crops_with_both(augment: Augment) -> Augment:
 AUGMENT = Annotated[Augment, AfterValidator(crops_with_both)]
 
 
+class Columns(TypedDict):
+    """The columns of a table the model reads (data/table.py): a single name would be read
+    letter by letter, and none would leave the model nothing to learn from."""
+
+    features: Annotated[
+        Annotated[list, Field(min_length=1)] | None,
+        Refusal(
+            "{setting} must be a list of column names, e.g. data.features=[age,income], or null "
+            "for every column but the target"
+        ),
+    ]
+    categorical: Annotated[
+        list | None,
+        Refusal(
+            "{setting} must be a list of column names, e.g. data.categorical=[colour], or [] "
+            "for none"
+        ),
+    ]
+
+
 class DataOptions(TypedDict, total=False):
     """What the shipped datamodules take, checked before one is built (a DataLoader or a split
     would fail on it later, with a traceback). A datamodule of the user's own may leave any out."""

@@ -8,6 +8,7 @@ from .. import targets
 from ..console import UserError
 from ..contract import Contract
 from ..kinds import table
+from ..options import Columns, validated
 from .base import ContractDataModule, note
 from .loaders import InMemoryDataset
 
@@ -46,6 +47,7 @@ class TableDataModule(ContractDataModule):
         drop_missing_target: bool = False,
         **common,
     ):
+        validated(Columns, {"features": features, "categorical": categorical}, prefix="data.")
         super().__init__(**common)
 
     def read(self) -> pd.DataFrame:
