@@ -270,11 +270,16 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         (["callbacks.early_stopping.check_finite=off"], "callbacks.early_stopping.check_finite="),
         (["model.compile=yes"], "model.compile=yes must be true or false"),
         (["data.persistent_workers=no"], "data.persistent_workers=no must be true or false"),
-        # A word for a number: each fails mid-run (min_delta in the first validation).
+        # A word for a number, a list for a name: each fails mid-run, if at all.
         (["callbacks.early_stopping.min_delta=x"], "callbacks.early_stopping.min_delta=x must be"),
         (["trainer.log_every_n_steps=x"], "trainer.log_every_n_steps=x must be a whole number"),
         (["model.nets.image.dropout=x"], "model.nets.image.dropout=x must be a number"),
         (["+model.net.dropout=x"], "model.net.dropout=x must be a number"),
+        (["callbacks.early_stopping.patience=2.5"], "callbacks.early_stopping.patience=2.5 must"),
+        (
+            ["callbacks.model_checkpoint.filename=[a,b]"],
+            "callbacks.model_checkpoint.filename=['a', 'b'] must be one value, not a list",
+        ),
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
         (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),

@@ -192,7 +192,8 @@ def test_transformer_settings_that_cannot_work_are_one_line(override, message, t
     ("net", "override", "message"),
     [
         ("cnn", "model.net.width=0", "model.net.width=0 must be a whole number of at least 1"),
-        ("mlp", "model.net.depth=1.5", "model.net.depth=1.5 must be a whole number of at least 1"),
+        ("mlp", "model.net.depth=0", "model.net.depth=0 must be a whole number of at least 1"),
+        ("mlp", "model.net.depth=1.5", "model.net.depth=1.5 must be a whole number"),
         ("mlp", "model.net.dropout=2", "model.net.dropout=2 must be a fraction from 0 to below 1"),
         ("transformer", "model.net.dim=-8", "model.net.dim=-8 must be a whole number of at least"),
     ],

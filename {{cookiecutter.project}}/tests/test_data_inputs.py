@@ -262,9 +262,12 @@ def test_bad_image_folders_give_one_line(tmp_path, layout, message):
         ("data.augment.crop_ratio=null", "crop_scale and data.augment.crop_ratio go together"),
         ("+data.augment.rotate=15", "data.augment.rotate is not a setting; choose from crop_"),
         ("data.skip_unreadable=off", "data.skip_unreadable=off must be true or false"),
+        ("data.channels=2", "data.channels=2 must be 1 (greyscale) or 3 (colour), or null"),
+        ("data.image_size=0", "data.image_size=0 must be the side images are resized to"),
+        ("data.root=[a,b]", "data.root=['a', 'b'] must be one value, not a list"),
     ],
 )
-def test_augmentation_mistakes_give_one_line_before_a_worker_meets_them(
+def test_image_settings_mistakes_give_one_line_before_a_worker_meets_them(
     tmp_path, override, message
 ):
     root = image_folder(tmp_path / "images")

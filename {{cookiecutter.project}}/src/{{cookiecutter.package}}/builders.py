@@ -5,7 +5,8 @@ import inspect
 import re
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
-from typing import Any, get_args, get_type_hints
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytorch_lightning as pl
 import torch
@@ -43,12 +44,14 @@ FEATURE_FLAGS = {
 }
 
 
-# Arguments typed as one of these take what it says, and no word.
+# Arguments of these types (or None), what they take, and the values that are that. A name or
+# text may be written as a number (a column named 2024), not as a list.
 PLAIN_TYPES = {
-    frozenset({bool}): "true or false",
-    frozenset({int}): "a whole number",
-    frozenset({float}): "a number",
-    frozenset({int, float}): "a number",
+    frozenset({bool}): ("true or false", (bool,)),
+    frozenset({int}): ("a whole number", (int,)),
+    frozenset({float}): ("a number", (int, float)),
+    frozenset({int, float}): ("a number", (int, float)),
+    frozenset({str}): ("one value, not a list", (str, int, float)),
 }
 
 # One context for every call: it does nothing on entering or leaving.
@@ -88,7 +91,7 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     `resumed`: the checkpoint that training resumes from."""
     target_of(cfg.data, "data")
     validated(DATA, cfg.data, prefix="data.")  # one line, before a DataLoader fails on it
-    check_words(cfg.data, "data")
+    check_values(cfg.data, "data")
     datamodule = instantiated(cfg.data, _convert_="all")  # plain hyperparameters in checkpoints
     adopt_network_preprocessing(cfg, datamodule, resumed)
     # Before the model exists, and in every process: the networks are built for these shapes.
@@ -134,9 +137,9 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     """The model; with `datamodule`, first checked to be made for the data's task. A network
     that records what rebuilding it needs (a pretrained backbone's class and configuration) adds
     it to `model.net`, which the checkpoint keeps."""
-    check_words(cfg.model, "model")  # named as set: model.nets.image.dropout
+    check_values(cfg.model, "model")  # named as set: model.nets.image.dropout
     choose_network(cfg, datamodule)
-    check_words(cfg.model.get("net"), "model.net")  # with settings that no network declared
+    check_values(cfg.model.get("net"), "model.net")  # with settings that no network declared
     if datamodule is not None:
         check_task(target_of(cfg.model, "model"), datamodule.contract.target)
         check_from_data(cfg.model, datamodule.shapes)
@@ -263,31 +266,32 @@ def target_of(config: DictConfig | dict, setting: str) -> Any:
         ) from None
 
 
-def check_words(config: Any, setting: str) -> None:
-    """One line for a word given where a class of `config` (or of a config inside it) takes
-    true or false, or a number: the class would take it, and fail on it mid-run or read it as
-    true (Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as true)."""
+def check_values(config: Any, setting: str) -> None:
+    """One line for a value of another type than an argument of a class of `config` (or of a
+    config inside it) takes, where the class would take it and fail on it mid-run, or read a
+    word as true: Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as
+    true. Only arguments of plain types are checked; None and `${...}` are left to the class."""
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config)  # unresolved: `${...}` stays as written
     if not isinstance(config, dict):
         return
-    takes = argument_types(config["_target_"]) if "_target_" in config else {}
+    takes = plain_arguments(config["_target_"]) if "_target_" in config else {}
     for key, value in config.items():
-        if key in takes and isinstance(value, str) and "${" not in value:
-            raise UserError(f"{setting}.{key}={value} must be {takes[key]}")
-        check_words(value, f"{setting}.{key}")
+        written = isinstance(value, str) and "${" in value
+        if key in takes and not (value is None or written or isinstance(value, takes[key][1])):
+            raise UserError(f"{setting}.{key}={value} must be {takes[key][0]}")
+        check_values(value, f"{setting}.{key}")
 
 
-def argument_types(target: str) -> dict[str, str]:
-    """What each argument of the class or function `target` that takes only true or false, or
-    only numbers (or None), takes, its bases' included, which take what a class passes on. None
-    for a target that cannot be imported (building it says so), or for a class whose
-    annotations name what is not defined."""
+def plain_arguments(target: str) -> dict[str, tuple[str, tuple[type, ...]]]:
+    """The arguments of the class or function `target` of a plain type (PLAIN_TYPES), or None,
+    its bases' included, which take what a class passes on. None for a target that cannot be
+    imported (building it says so), or for a class whose annotations name what is not defined."""
     try:
         cls = imported(target)
     except (ImportError, AttributeError, ValueError):
         return {}
-    found: dict[str, str] = {}
+    found: dict[str, Any] = {}
     for each in getattr(cls, "__mro__", (cls,)):
         init = each.__dict__.get("__init__") if isinstance(each, type) else each
         try:
@@ -295,8 +299,9 @@ def argument_types(target: str) -> dict[str, str]:
         except (NameError, TypeError):
             continue
         for name, hint in hints.items():
-            types = frozenset(get_args(hint) or (hint,)) - {type(None)}
-            found.setdefault(name, PLAIN_TYPES.get(types, ""))
+            union = get_origin(hint) in (Union, UnionType)
+            types = frozenset(get_args(hint) if union else (hint,)) - {type(None)}
+            found.setdefault(name, PLAIN_TYPES.get(types))
     return {name: takes for name, takes in found.items() if takes}
 
 
@@ -487,7 +492,7 @@ def check_trainer_settings(trainer: DictConfig) -> None:
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
     require_logger_packages(cfg.get("logger"))
     for group in ("trainer", "logger", "callbacks"):
-        check_words(cfg.get(group), group)
+        check_values(cfg.get(group), group)
     check_trainer_settings(cfg.trainer)
     loggers = instantiate_group(cfg.get("logger"))
     callbacks = build_callbacks(cfg, bool(loggers))

@@ -137,6 +137,24 @@ def crops_with_both(augment: Augment) -> Augment:
 AUGMENT = Annotated[Augment, AfterValidator(crops_with_both)]
 
 
+class ImageShape(TypedDict):
+    """What the image datamodule reads images as (data/images.py); None reads it off them."""
+
+    channels: Annotated[
+        Literal[1, 3, None],
+        Refusal(
+            "{setting} must be 1 (greyscale) or 3 (colour), or null to read it off the images"
+        ),
+    ]
+    image_size: Annotated[
+        Annotated[int, Field(strict=True, ge=1)] | None,
+        Refusal(
+            "{setting} must be the side images are resized to, a whole number of pixels, or "
+            "null to read it off the images"
+        ),
+    ]
+
+
 class Columns(TypedDict):
     """The columns of a table the model reads (data/table.py): a single name would be read
     letter by letter, and none would leave the model nothing to learn from."""

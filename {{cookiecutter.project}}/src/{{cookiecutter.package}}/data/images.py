@@ -24,7 +24,7 @@ from ..kinds.image import (
     open_image,
     pixel_moments,
 )
-from ..options import AUGMENT, validated
+from ..options import AUGMENT, ImageShape, validated
 from ..targets import classification, regression
 from .base import SPLITS, ContractDataModule, note
 from .file_cache import FileCache
@@ -142,7 +142,9 @@ class ImagesDataModule(ContractDataModule):
         units: str | None = None,
         **common,
     ):
-        if augment is not None:  # a mistake here would show only in a worker, mid-epoch
+        # A mistake in these would show only in a worker, mid-epoch.
+        validated(ImageShape, {"channels": channels, "image_size": image_size}, prefix="data.")
+        if augment is not None:
             validated(AUGMENT, augment, prefix="data.augment.")
         super().__init__(channels=channels, image_size=image_size, **common)
 
