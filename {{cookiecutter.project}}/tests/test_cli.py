@@ -265,6 +265,7 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         (["seed=abc"], "seed=abc must be a whole number from 0 to 4294967295"),
         # Hydra reads these as words, and any word would count as true.
         (["test=no"], "test=no must be true or false"),
+        (["model.mode=up"], "model.mode=up is unknown; choose min or max"),
         (["auto_resume=off"], "auto_resume=off must be true or false"),
         (["trainer.enable_checkpointing=no"], "trainer.enable_checkpointing=no must be true or"),
         (["callbacks.early_stopping.check_finite=off"], "callbacks.early_stopping.check_finite="),

@@ -3,6 +3,7 @@
 import json
 from datetime import datetime, timedelta
 
+import optuna
 import pytest
 import yaml
 from conftest import QUIET, TINY, error_lines, run_cli
@@ -14,10 +15,12 @@ SECRET = "0123456789abcdef0123456789abcdef01234567"
 
 @pytest.mark.slow
 def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
+    storage = f"sqlite:///{tmp_path / 'optuna.db'}"  # as several machines would share a study
     result = run_cli(
         "train.py",
         "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
+        f"hydra.sweeper.storage={storage}",
         "logger=csv",
         *JOB,
         f"hydra.sweep.dir={tmp_path}",
@@ -42,6 +45,32 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
     }
     for name, value in best["best_params"].items():
         assert float(searched[name]) == pytest.approx(value)
+    (study,) = optuna.get_all_study_summaries(storage)
+    assert study.n_trials == 3 and study.best_trial.value == best["best_value"]
+
+
+@pytest.mark.slow  # train.py processes
+@pytest.mark.parametrize(
+    ("setting", "line"),
+    [
+        (
+            "model.mode=up",
+            "error: hydra.sweeper.direction=upimize must be minimize or maximize; "
+            "hparams_search=optuna reads it off model.mode, min or max",
+        ),
+        ("hydra.sweeper.n_jobs=0", "error: hydra.sweeper.n_jobs=0 must be a whole number of at"),
+        ("hydra.sweeper.storage=nope://x", "error: hydra.sweeper.storage=nope://x must be a "),
+    ],
+)
+def test_sweeper_settings_optuna_fails_on_are_one_line_before_a_trial(setting, line, tmp_path):
+    result = run_cli(
+        "train.py", "hparams_search=optuna", setting, *JOB, f"hydra.sweep.dir={tmp_path}"
+    )
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    (error,) = error_lines(result)
+    assert error.startswith(line)
+    assert list(tmp_path.iterdir()) == []  # no trial, no record of a sweep
 
 
 @pytest.mark.slow

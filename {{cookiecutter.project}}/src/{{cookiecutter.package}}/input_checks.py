@@ -11,12 +11,19 @@ from omegaconf import DictConfig
 from .checkpoints import resume_path, trained_configs
 from .console import UserError
 from .files import STAGING
-from .options import DATA, EvalOptions, ExportOptions, TrainOptions, check_seed, validated
+from .options import (
+    DATA,
+    EvalOptions,
+    ExportOptions,
+    check_seed,
+    check_train_options,
+    validated,
+)
 from .run_dir import earlier_metrics, finished, name_too_long, unwritable
 
 
 def train_input(cfg: DictConfig) -> None:
-    validated(TrainOptions, cfg)
+    check_train_options(cfg)
     if finished(earlier_metrics(Path(cfg.paths.output_dir)), cfg.test):
         return  # nothing to check: the task only says that the run is complete
     resume_path(cfg)

@@ -22,6 +22,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf, read_write
 
 from .console import UserError, exit_with_error
+from .options import OptunaSweep, validated
 from .run_dir import (
     STAMP,
     SWEEP_RECORD,
@@ -110,6 +111,11 @@ class KeepRunRecords(Callback):
                 config.hydra.overrides.hydra.append(f'hydra.sweep.dir="{sweep_dir}"')
         elif problem := sweep_refusal(sweep_dir, OmegaConf.to_container(config)):
             exit_with_error(problem)
+        if config.hydra.sweeper._target_.endswith(".OptunaSweeper"):
+            try:
+                validated(OptunaSweep, config.hydra.sweeper, prefix="hydra.sweeper.")
+            except UserError as error:
+                exit_with_error(str(error))
         OmegaConf.save(config, sweep_dir / SWEEP_RECORD)
 
 

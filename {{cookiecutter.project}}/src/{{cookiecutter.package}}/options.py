@@ -9,7 +9,8 @@ No torch here: predict and serve use it too.
 import os
 import sys
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from pydantic import (
     AfterValidator,
@@ -225,6 +226,57 @@ class TrainOptions(Options):
     auto_resume: Switch
 
 
+class Watched(TypedDict, total=False):
+    """What a model config declares for checkpointing, early stopping and sweeps to watch: a
+    model of the user's own may leave them to its callbacks' configs."""
+
+    monitor: str
+    mode: Literal["min", "max"]
+
+
+def check_train_options(cfg: Any) -> None:
+    validated(TrainOptions, cfg)
+    validated(Watched, cfg.model, prefix="model.")
+
+
+def database_url(url: str | None) -> str | None:
+    """A URL whose database SQLAlchemy knows (it loads the dialect, not the driver)."""
+    if url is not None:
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+        try:
+            make_url(url).get_dialect()
+        except (ArgumentError, NoSuchModuleError) as error:
+            raise ValueError(str(error)) from None  # the user reads the setting's line
+    return url
+
+
+Direction = Literal["minimize", "maximize"]
+
+
+class OptunaSweep(Options):
+    """What Optuna's sweeper takes (configs/hparams_search/optuna.yaml), checked before it
+    creates its study, where a mistake ends in a traceback."""
+
+    direction: Annotated[
+        Direction | list[Direction],
+        Refusal(
+            "{setting} must be minimize or maximize; hparams_search=optuna reads it off "
+            "model.mode, min or max"
+        ),
+    ]
+    n_jobs: Annotated[int, whole(1)]
+    storage: Annotated[
+        str | None,
+        AfterValidator(database_url),
+        Refusal(
+            "{setting} must be a database URL, e.g. sqlite:///logs/optuna.db, or null to keep "
+            "the study in memory"
+        ),
+    ]
+
+
 class EvalOptions(Options):
     ckpt_path: Annotated[
         str,
@@ -403,6 +455,8 @@ def refusal(kind: Any, error: Any, given: dict, prefix: str, facts: dict) -> str
     value: Any = given
     for key in error["loc"]:
         base = split(annotation)[0]
+        if get_origin(base) in (Union, UnionType):  # the rest names a member: the union's line
+            break
         if isinstance(key, str) and key not in fields(base):  # options that take no others
             known = ", ".join(fields(base))
             return f"{prefix}{'.'.join([*names, key])} is not a setting; choose from {known}"

@@ -17,7 +17,7 @@ from ..builders import build_datamodule, build_model, build_trainer, check_fits,
 from ..checkpoints import check_resumable, load_checkpoint, resume_path
 from ..console import UserError, show
 from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal, swept_value
-from ..options import TrainOptions, validated
+from ..options import check_train_options
 from ..records import log_metrics, plain_metrics, record_run, write_json
 from ..run_dir import earlier_metrics, finished
 from ..upstream import restored_past_max_epochs
@@ -32,7 +32,7 @@ def train(cfg: DictConfig) -> float | None:
     directory, a run that was stopped while testing is tested again, and a finished one is left
     as it is: no metric is ever lost.
     """
-    validated(TrainOptions, cfg)
+    check_train_options(cfg)
     output_dir = Path(cfg.paths.output_dir)
     metrics = earlier_metrics(output_dir)
     if finished(metrics, cfg.test):
