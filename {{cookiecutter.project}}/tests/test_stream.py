@@ -250,6 +250,10 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     assert refusal("optimize", f"output_dir={data}") == line
     assert {path: path.stat().st_mtime_ns for path in stream.rglob("*")} == before
     assert "needs data.input_dir" in refusal("train", "data=stream")
+    # LitData would read it only once a loader starts, with a traceback.
+    line = "data.max_cache_size=lots must be a size with its unit, as LitData reads it: e.g. 64MB"
+    overrides = ["data=stream", f"data.input_dir={stream}", "data.max_cache_size=lots"]
+    assert refusal("train", *overrides) == line
     # A URL mistyped, not a local folder to create.
     for url in ("s3:/bucket/stream", "gs://bucket/stream"):
         line = "streams live in a local folder or at s3://bucket/prefix"

@@ -285,6 +285,21 @@ class EvalOptions(Options):
     ]
 
 
+# A number of bytes as LitData reads it, with its unit (B, K or KB, M or MB, G or GB, T or TB).
+Size = Annotated[
+    str,
+    Field(pattern=r"(?i)^\s*\d+(\.\d+)?\s*([kmgt]b?|b)\s*$"),
+    Refusal("{setting} must be a size with its unit, as LitData reads it: e.g. 64MB"),
+]
+
+
+class StreamSettings(TypedDict):
+    """What the stream's datamodule hands LitData (data/stream.py), which checks it only once a
+    loader starts."""
+
+    max_cache_size: Size
+
+
 class OptimizeOptions(Options):
     output_dir: Annotated[
         str,
@@ -293,11 +308,7 @@ class OptimizeOptions(Options):
     ]
     # null: one worker process per core
     num_workers: Annotated[int, whole(1)] | None = None
-    chunk_bytes: Annotated[
-        str,
-        Field(pattern=r"^\d+(\.\d+)?[KMGT]?B$"),
-        Refusal("{setting} must be a size with its unit, as LitData reads it: e.g. 64MB"),
-    ]
+    chunk_bytes: Size
 
 
 class ExportOptions(Options):

@@ -22,6 +22,7 @@ import torch.distributed as dist
 from ..console import UserError
 from ..contract import Contract
 from ..files import save_text
+from ..options import StreamSettings, validated
 from ..upstream import allow_plain_http_object_storage
 from .base import ContractDataModule
 from .loaders import distributed, run_seed
@@ -151,6 +152,7 @@ class StreamDataModule(ContractDataModule):
         max_cache_size: str = "50GB",
         **common,
     ):
+        validated(StreamSettings, {"max_cache_size": max_cache_size}, prefix="data.")
         super().__init__(**common)
 
     def read(self) -> Contract:
