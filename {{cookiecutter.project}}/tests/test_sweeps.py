@@ -60,6 +60,7 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
         ),
         ("hydra.sweeper.n_jobs=0", "error: hydra.sweeper.n_jobs=0 must be a whole number of at"),
         ("hydra.sweeper.storage=nope://x", "error: hydra.sweeper.storage=nope://x must be a "),
+        ("hydra.sweeper.storage=sqlite:////no/such/folder/a.db", "error: hydra.sweeper.storage="),
     ],
 )
 def test_sweeper_settings_optuna_fails_on_are_one_line_before_a_trial(setting, line, tmp_path):

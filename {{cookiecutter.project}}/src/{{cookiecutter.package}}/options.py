@@ -240,15 +240,20 @@ def check_train_options(cfg: Any) -> None:
 
 
 def database_url(url: str | None) -> str | None:
-    """A URL whose database SQLAlchemy knows (it loads the dialect, not the driver)."""
+    """A URL whose database SQLAlchemy knows (it loads the dialect, not the driver); for a
+    SQLite file, in a folder that exists."""
     if url is not None:
         from sqlalchemy.engine import make_url
         from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
         try:
-            make_url(url).get_dialect()
+            parsed = make_url(url)
+            parsed.get_dialect()
         except (ArgumentError, NoSuchModuleError) as error:
             raise ValueError(str(error)) from None  # the user reads the setting's line
+        file = parsed.database if parsed.get_backend_name() == "sqlite" else None
+        if file and file != ":memory:" and not os.path.isdir(os.path.dirname(file) or "."):
+            raise ValueError("no such folder")
     return url
 
 
@@ -271,8 +276,8 @@ class OptunaSweep(Options):
         str | None,
         AfterValidator(database_url),
         Refusal(
-            "{setting} must be a database URL, e.g. sqlite:///logs/optuna.db, or null to keep "
-            "the study in memory"
+            "{setting} must be a database URL, e.g. sqlite:///logs/optuna.db (in a folder that "
+            "exists), or null to keep the study in memory"
         ),
     ]
 
