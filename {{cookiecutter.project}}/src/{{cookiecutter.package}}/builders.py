@@ -12,7 +12,7 @@ import pytorch_lightning as pl
 import torch
 from hydra.errors import InstantiationException
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import MISSING, DictConfig, OmegaConf, open_dict
 from pytorch_lightning.accelerators import AcceleratorRegistry, CPUAccelerator
 from pytorch_lightning.callbacks import (
     Checkpoint,
@@ -270,14 +270,15 @@ def check_values(config: Any, setting: str) -> None:
     """One line for a value of another type than an argument of a class of `config` (or of a
     config inside it) takes, where the class would take it and fail on it mid-run, or read a
     word as true: Hydra reads `no`, `yes`, `off` and `on` as words, and any word counts as
-    true. Only arguments of plain types are checked; None and `${...}` are left to the class."""
+    true. Only arguments of plain types are checked; None, `${...}` and a value not yet set
+    (`???`, which building the class reports) are left to the class."""
     if isinstance(config, DictConfig):
         config = OmegaConf.to_container(config)  # unresolved: `${...}` stays as written
     if not isinstance(config, dict):
         return
     takes = plain_arguments(config["_target_"]) if "_target_" in config else {}
     for key, value in config.items():
-        written = isinstance(value, str) and "${" in value
+        written = isinstance(value, str) and ("${" in value or value == MISSING)
         if key in takes and not (value is None or written or isinstance(value, takes[key][1])):
             raise UserError(f"{setting}.{key}={value} must be {takes[key][0]}")
         check_values(value, f"{setting}.{key}")
