@@ -454,7 +454,8 @@ def validated(kind: Any, section: Any, prefix: str = "", **facts: Any) -> Any:
     `facts` are what a range depends on that only the command knows."""
     # Options that take no others are given every key, to name one they lack.
     closed = getattr(split(kind)[0], "__pydantic_config__", {}).get("extra") == "forbid"
-    given = {name: plain(section[name]) for name in section if closed or name in fields(kind)}
+    names = list(section) if closed else [name for name in fields(kind) if name in section]
+    given = {name: plain(section[name]) for name in names}
     try:
         return TypeAdapter(kind).validate_python(given, context=facts)
     except ValidationError as error:
