@@ -166,14 +166,19 @@ def test_refused_input_ends_before_torch_is_imported(function, overrides, expect
             "error: In 'train': Could not find 'data/bogus'; available options in 'data': "
             + ", ".join(sorted(path.stem for path in (CONFIGS / "data").glob("*.yaml"))),
         ),
-        ("data.batch_size=[1", "error: no viable alternative at input '[1'; see https://"),
+        (
+            "data.batch_size=[1",
+            "error: cannot read data.batch_size=[1: no viable alternative at input '[1'; see "
+            "https://",
+        ),
+        ("max_epochs", "error: 'max_epochs' is not a setting: write key=value, e.g. seed=7"),
         (
             "logger=[csv,bogus]",
             "error: In 'train': Could not load 'logger/bogus'; available options in 'logger': "
             + ", ".join(sorted(path.stem for path in (CONFIGS / "logger").glob("*.yaml"))),
         ),
     ],
-    ids=["typo", "unknown-choice", "syntax", "unknown-in-a-list"],
+    ids=["typo", "unknown-choice", "syntax", "no-equals", "unknown-in-a-list"],
 )
 def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
     result = run_cli("train.py", override, f"hydra.run.dir={tmp_path / 'run'}", timeout=120)
@@ -181,6 +186,20 @@ def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith(expected)
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("name", ["epoch=2-step=40.ckpt", "best (copy!).ckpt", "run#3.ckpt"])
+def test_a_path_that_hydra_s_grammar_cannot_read_is_shown_quoted_and_that_is_read(name, tmp_path):
+    """Lightning names checkpoints epoch=2-step=40.ckpt: unquoted, Hydra reads = ( ) ! and # as
+    its own syntax. The line says how to quote the value, and the quoted form reaches eval."""
+    checkpoint = tmp_path / name
+    run_dir = f"hydra.run.dir={tmp_path / 'run'}"
+    (line,) = error_lines(run_entry_point("evaluate", f"ckpt_path={checkpoint}", run_dir))
+    assert line.startswith(f"error: cannot read ckpt_path={checkpoint}: Hydra's override grammar")
+    quoted = re.search(r"as in '(.+)'$", line)[1]
+    assert quoted == f'ckpt_path="{checkpoint}"'
+    (line,) = error_lines(run_entry_point("evaluate", quoted, run_dir))
+    assert line.startswith(f"error: ckpt_path '{checkpoint}' is not a file")
 
 
 def test_a_config_file_edited_into_broken_yaml_is_named_in_one_line(tmp_path):

@@ -49,6 +49,35 @@ def with_options(line: str) -> str:
     return f"{line}; available options in '{group}': {', '.join(options)}" if options else line
 
 
+# Hydra's functions of an override's value, as in seed=range(1,4).
+SWEEP = re.compile(
+    r"(choice|range|interval|tag|glob|sort|shuffle|extend_list|int|float|str|bool|json_str)\("
+)
+
+
+def unreadable_override(override: str, hydra_line: str) -> str:
+    """A setting that Hydra's override grammar cannot read, named, and quoted where its value is
+    meant as one string that holds a character of the grammar: a path with `=` in it (Lightning
+    names checkpoints `epoch=2-step=40.ckpt`), or with ( ), { }, !, & or #."""
+    key, equals, value = override.partition("=")
+    if not equals:
+        return f"{override!r} is not a setting: write key=value, e.g. seed=7"
+    if hydra_line.startswith("LexerNoViableAltException"):  # the override and a caret below it
+        hydra_line = (
+            f"a character of it is not in Hydra's grammar; see {hydra_line.split('see ')[-1]}"
+        )
+    line = f"cannot read {override}: {hydra_line}"
+    special = next((char for char in value if char in "=()[]{}!&#;<>"), None)
+    # A list or a sweep written wrong ([1,2 or range(1,3) is not a string to quote, nor a value
+    # with quotes.
+    if special is None or value[0] in "[{(" or SWEEP.match(value) or {"'", '"'} & set(value):
+        return line
+    return (
+        f"cannot read {override}: Hydra's override grammar gives {special!r} a meaning of its "
+        f"own; quote a path or name that holds it, as in '{key}=\"{value}\"'"
+    )
+
+
 def yaml_error_line(error: Exception) -> str:
     """Where a YAML file breaks, and what the parser found there."""
     mark = getattr(error, "problem_mark", None)
@@ -163,7 +192,7 @@ def _launch(name: str):
     import hydra
     import yaml
     from hydra.core.hydra_config import HydraConfig
-    from hydra.errors import CompactHydraException
+    from hydra.errors import CompactHydraException, OverrideParseException
     from omegaconf import OmegaConf
 
     from .launch import run_stamp
@@ -189,7 +218,10 @@ def _launch(name: str):
     except CompactHydraException as error:
         if users_choice:
             raise
-        exit_with_error(with_options(hydra_error_line(error)))
+        line = with_options(hydra_error_line(error))
+        if isinstance(error, OverrideParseException):
+            line = unreadable_override(error.override, line)
+        exit_with_error(line)
     except yaml.YAMLError as error:  # a config file edited into something that is not YAML
         if users_choice:
             raise
