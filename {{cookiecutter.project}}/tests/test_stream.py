@@ -263,6 +263,9 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     (tmp_path / "unfinished" / "train").mkdir(parents=True)
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "holds no contract.json" in message and "optimize.py" in message
+    split = stream / "train"  # the whole stream, not one of its splits
+    line = f"{split} is one split of the stream in {stream}: pass data.input_dir={stream}"
+    assert refusal("train", "data=stream", f"data.input_dir={split}") == line
     (tmp_path / "unfinished" / "contract.json").write_text('{"input": ')
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "contract.json is not JSON" in message

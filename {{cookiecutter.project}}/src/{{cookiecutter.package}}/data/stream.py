@@ -24,7 +24,7 @@ from ..contract import Contract
 from ..files import save_text
 from ..options import StreamSettings, validated
 from ..upstream import allow_plain_http_object_storage
-from .base import ContractDataModule
+from .base import SPLITS, ContractDataModule
 from .loaders import distributed, run_seed
 
 try:
@@ -163,6 +163,12 @@ class StreamDataModule(ContractDataModule):
                 "optimize.py wrote"
             )
         text = read_text(location(folder, CONTRACT_FILE))
+        parent, _, name = str(folder).rstrip("/").rpartition("/")
+        split = name in SPLITS
+        if text is None and split and read_text(location(parent, CONTRACT_FILE)) is not None:
+            raise UserError(
+                f"{folder} is one split of the stream in {parent}: pass data.input_dir={parent}"
+            )
         if text is None:
             raise UserError(
                 f"{folder} holds no {CONTRACT_FILE}: it is not a stream, or optimize.py did not "
