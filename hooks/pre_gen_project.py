@@ -12,12 +12,21 @@ import sys
 from email.errors import HeaderParseError
 from email.headerregistry import Address
 
-# Import names a generated package must not take: it would shadow one of these.
+# Import names a generated package must not take: it would shadow one of these, those of the
+# generated project's requirements, its extras' and its tests' (lowercase: pil is PIL on file
+# systems that ignore case; tests/test_hooks.py reads them off the installed distributions).
 DEPENDENCIES = {
-    "hydra", "lightning", "lightning_fabric", "matplotlib", "mlflow", "numpy", "omegaconf",
-    "onnx", "onnxruntime", "onnxscript", "optuna", "pandas", "pil", "pytest",
-    "pytorch_lightning", "rich", "scipy", "sklearn", "tensorboard", "test", "tests",
-    "torch", "torchmetrics", "torchvision", "wandb",
+    "aiohttp", "boto3", "botocore", "check_jsonschema", "dotenv", "filelock", "fortune",
+    "functorch", "hydra", "hydra_plugins", "isal", "kubernetes_validate", "lightning",
+    "lightning_fabric", "litdata", "matplotlib", "mlflow", "moto", "mpl_toolkits", "multipart",
+    "mypy", "mypyc", "numpy", "omegaconf", "onnx", "onnxruntime", "onnxscript", "openvino",
+    "optuna", "packaging", "pandas", "pil", "playwright", "pre_commit", "pre_commit_hooks",
+    "psutil", "py", "pyarrow", "pydantic", "pydantic_core", "pydevd_plugins", "pylab", "pytest",
+    "python_multipart", "pytorch_lightning", "rich", "ruff", "safetensors", "schemathesis",
+    "scipy", "sklearn", "sqlalchemy", "starlette", "tensorboard", "test", "tests", "tokenizers",
+    "tomli", "torch", "torchgen", "torchmetrics", "torchvision", "transformers", "tritonclient",
+    "tritonclientutils", "tritongrpcclient", "tritonhttpclient", "tritonshmutils",
+    "typing_extensions", "uv", "uvicorn", "wandb", "xdist", "yaml",
 }  # fmt: skip
 # Matched with fullmatch: `$` would also accept the name followed by a newline.
 DISTRIBUTION = re.compile(r"[a-z0-9]([a-z0-9-]*[a-z0-9])?")

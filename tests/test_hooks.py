@@ -4,12 +4,18 @@ prints, and nothing is left behind."""
 import importlib.util
 import json
 import re
+import sys
+import tomllib
+from importlib import metadata
+from itertools import chain
 
 import pytest
 from conftest import REPO, render
 from cookiecutter.generate import generate_context
 from cookiecutter.main import cookiecutter
 from cookiecutter.prompt import prompt_for_config
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 spec = importlib.util.spec_from_file_location(
     "pre_gen_project", REPO / "hooks" / "pre_gen_project.py"
@@ -136,6 +142,27 @@ def test_too_long_package_leaves_nothing_and_the_suggested_rerun_renders(tmp_pat
     assert (project / "src" / suggested / "cli.py").is_file()
     longest = max(len(str(path.relative_to(project))) for path in project.rglob("*"))
     assert longest == hook.PATH_MAX  # the suggestion is as long as the limit allows
+
+
+def test_every_import_name_of_the_generated_project_s_requirements_is_refused(tmp_path):
+    """A package named as one of them (transformers, uvicorn, yaml) would shadow it. Read off the
+    installed distributions of every requirement of the rendered pyproject.toml, extras too."""
+    project = tomllib.loads((render(tmp_path) / "pyproject.toml").read_text())["project"]
+    requirements = [*project["dependencies"], *chain(*project["optional-dependencies"].values())]
+    wanted = {canonicalize_name(Requirement(line).name) for line in requirements}
+    installed = metadata.packages_distributions()
+    names = {
+        name.lower()
+        for name, distributions in installed.items()
+        if wanted & {canonicalize_name(distribution) for distribution in distributions}
+        and name.isidentifier()
+        and not name.startswith("_")
+        and "__mypyc" not in name  # a compiled helper's hashed name
+    }
+    assert {"torch", "transformers", "yaml", "pil", "hydra_plugins"} <= names
+    assert names - sys.stdlib_module_names <= hook.DEPENDENCIES
+    for name in names - sys.stdlib_module_names:
+        assert "would shadow a dependency" in hook.check_package(name)
 
 
 def test_hook_choices_are_the_choices_of_cookiecutter_json():
