@@ -436,6 +436,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
             "target column 'gap' is empty in 20 rows (the first: row 0); fill them, or drop "
             "them with data.drop_missing_target=true",
         ),
+        ({"gap": ["b", "a"] * 19 + ["a", None]}, [], "gap", "empty in 1 row (the first: row 39)"),
         (
             {"weight": [1.0] * 7 + [np.inf] + [2.0, -np.inf] * 16},
             [],
@@ -521,6 +522,7 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "constant-regression",
         "unknown-task",
         "empty-target",
+        "one-empty-target",
         "inf-feature",
         "inf-target",
         "identifier",

@@ -26,6 +26,11 @@ class Diverged(UserError):
     """Training stopped at a NaN or infinite loss: a run's end, but only one job's of a sweep."""
 
 
+def counted(number: int, noun: str) -> str:
+    """`1 row`, `3 rows`: a count as a line reads it."""
+    return f"{number} {noun}{'' if number == 1 else 's'}"
+
+
 def cannot_write(
     where, error: OSError, setting: str = "hydra.run.dir=... (or paths.log_dir=...)"
 ) -> str:

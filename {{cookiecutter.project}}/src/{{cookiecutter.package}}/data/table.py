@@ -5,7 +5,7 @@ import pandas as pd
 import torch
 
 from .. import targets
-from ..console import UserError
+from ..console import UserError, counted
 from ..contract import Contract
 from ..kinds import table
 from ..options import Columns, validated
@@ -19,12 +19,13 @@ def with_target(frame: pd.DataFrame, target: str, drop: bool) -> pd.DataFrame:
     missing = frame[target].isna()
     if not missing.any():
         return frame
+    rows = counted(missing.sum(), "row")
     if not drop:
         raise UserError(
-            f"target column {target!r} is empty in {missing.sum()} rows (the first: row "
-            f"{missing.idxmax()}); fill them, or drop them with data.drop_missing_target=true"
+            f"target column {target!r} is empty in {rows} (the first: row {missing.idxmax()}); "
+            "fill them, or drop them with data.drop_missing_target=true"
         )
-    note(f"dropped {missing.sum()} rows without a target (data.drop_missing_target=true)")
+    note(f"dropped {rows} without a target (data.drop_missing_target=true)")
     return frame[~missing]
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import numpy as np
 from pydantic import ConfigDict, Field, StrictStr, create_model
 
-from ..console import UserError
+from ..console import UserError, counted
 from ..contract import Preprocessing as BasePreprocessing
 from . import TABLE_SUFFIXES
 
@@ -160,8 +160,8 @@ def text_column(frame: "pd.DataFrame", column: str, source: str) -> list[str]:
     missing = values.isna()
     if missing.any():
         raise UserError(
-            f"{source}: column {column!r} is empty in {missing.sum()} rows (the first: row "
-            f"{missing.idxmax()}); fill them or drop those rows"
+            f"{source}: column {column!r} is empty in {counted(missing.sum(), 'row')} (the first: "
+            f"row {missing.idxmax()}); fill them or drop those rows"
         )
     wrong = [value for value in values if not isinstance(value, str)]
     if wrong:
