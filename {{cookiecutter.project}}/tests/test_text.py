@@ -137,6 +137,14 @@ def test_a_text_model_predicts_files_without_torch_and_serves_texts(text_export,
             headers={"Content-Type": "application/json"},
         )
         assert undecodable.status == 400
+        # JSON's escape of half a surrogate pair: valid JSON, no character for the tokenizer.
+        half = call(
+            "POST",
+            f"{server.url}/predict",
+            data=b'{"inputs": ["moon \\ud800"]}',
+            headers={"Content-Type": "application/json"},
+        )
+        assert half.status == 422 and "half of a UTF-16 surrogate pair" in half.json()["detail"]
         page = call("GET", f"{server.url}/").text
         assert '"kind": "text"' in page
 
@@ -168,6 +176,13 @@ def test_a_long_text_is_cut_before_it_is_tokenized(text_export):
     long = start + "x" * 10_000_000  # 10 MB: only its start can reach the model
     ids = text.encode([long, start], preprocessing)
     assert ids.shape == (2, 16) and (ids[0] == ids[1]).all()
+
+
+def test_half_a_surrogate_pair_is_refused_before_the_tokenizer(text_export):
+    manifest = json.loads((text_export / "manifest.json").read_text())
+    preprocessing = text.Preprocessing.model_validate(manifest["preprocessing"])
+    with pytest.raises(UserError, match=r"text 1 holds '\\ud800', half of a UTF-16 surrogate"):
+        text.encode(["star moon", "star \ud800 moon"], preprocessing, "inputs")
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 each text into `max_length` token ids, cut or padded with id 0. tokenizers, numpy and pandas
 (for tables of texts) only: predict and serve tokenize exactly as training did."""
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Literal
@@ -22,6 +23,7 @@ PAD, UNKNOWN = "[PAD]", "[UNK]"  # ids 0 and 1
 # A token is rarely longer than this many characters: a text is cut to max_length times it
 # before tokenizing, so a text of megabytes costs what a text of a few pages does.
 CHARS_PER_TOKEN = 32
+SURROGATE = re.compile("[\ud800-\udfff]")
 UPLOAD = None  # no file uploads
 REQUEST = 'texts: send JSON {"inputs": ["a text", ...]} or {"rows": [{"<column>": "a text"}]}'
 Normalization = Literal["NFC", "NFD", "NFKC", "NFKD"]
@@ -138,11 +140,18 @@ def cut(texts: list[str], max_length: int) -> list[str]:
 
 def encode(texts: list[str], preprocessing: Preprocessing, source: str = "the texts"):
     """Token ids (N, max_length) int64; an empty text is refused, naming its place."""
+    limit = preprocessing.max_length * CHARS_PER_TOKEN  # what cut() keeps
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise UserError(f"{source}: text {index} is {text!r}, not text")
         if not text.strip():
             raise UserError(f"{source}: text {index} is empty; give every sample some text")
+        # JSON's \ud800 escape gives one half of a UTF-16 pair, which no tokenizer takes.
+        if half := SURROGATE.search(text, 0, limit):
+            raise UserError(
+                f"{source}: text {index} holds {half[0]!r}, half of a UTF-16 surrogate pair and "
+                "no character; send whole characters"
+            )
     tokenizer = tokenizer_of(preprocessing.tokenizer)
     encodings = tokenizer.encode_batch(cut(texts, preprocessing.max_length))
     return np.array([encoding.ids for encoding in encodings], dtype=np.int64).reshape(
