@@ -3,6 +3,7 @@ accept, and one clear line for each mistake."""
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -222,6 +223,26 @@ def test_a_cache_folder_that_cannot_be_written_costs_only_the_reuse(tmp_path, ca
         capsys.readouterr().out
     )
     assert first.contract == build_images(tmp_path, root, "data.cache_dir=null")[0].contract
+
+
+# An archive made on another system keeps its names' bytes on Linux (café in Latin-1), which
+# Python reads with escapes that UTF-8 cannot write: into setup's cache, a table, a manifest.
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems take UTF-8 names only")
+def test_an_image_named_in_another_encoding_is_read_and_a_class_folder_so_named_refused(tmp_path):
+    root = image_folder(tmp_path / "images")
+    latin = Path(os.fsdecode(bytes(root / "cat") + b"/caf\xe9.png"))
+    image(latin, colour=COLOURS["cat"])
+    cache = tmp_path / "cache"
+    written = {}
+    for _ in range(2):  # the second run finds every file in the cache, and writes none
+        datamodule, _ = build_images(tmp_path, root, f"data.cache_dir={cache}")
+        assert latin in [file for split in datamodule.splits.values() for file in split.files]
+        assert written in ({}, {path: path.stat().st_mtime_ns for path in cache.iterdir()})
+        written = {path: path.stat().st_mtime_ns for path in cache.iterdir()}
+    assert all(r"caf\\xe9.png" in path.read_text() for path in written)  # its bytes spelled out
+    os.rename(root / "dog", os.fsdecode(bytes(root) + b"/chien\xe9"))
+    line = f"class folder {root}/chien\\xe9 is named in another encoding than UTF-8; rename it"
+    fails_with(line, build_images, tmp_path, root)
 
 
 @pytest.mark.parametrize(

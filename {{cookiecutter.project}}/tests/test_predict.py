@@ -2,8 +2,10 @@
 table rows), on image files and folders; clear errors."""
 
 import json
+import os
 import re
 import shutil
+import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -184,6 +186,25 @@ def test_image_files_and_folders_give_the_predictions_of_the_same_array(digits_e
         str(folder / f"{index:02}.png") for index in range(12)
     ]
     assert from_file == [from_folder[3]]
+
+
+@pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems take UTF-8 names only")
+def test_an_image_named_in_another_encoding_is_predicted_and_printed_escaped(
+    digits_export, tmp_path
+):
+    """A Latin-1 name (an archive made on another system) reaches Python as escapes, which a
+    terminal whose encoding is strict, and the log file, cannot write as they are."""
+    [image] = save_pngs(load_digits().images[:1], tmp_path / "images")
+    latin = os.fsdecode(bytes(image.parent) + b"/caf\xe9.png")
+    os.rename(image, latin)
+    overrides = [f"model={digits_export}", f"input={image.parent}", f"hydra.run.dir={tmp_path}/r"]
+    result = run_cli("predict.py", *overrides, env={"PYTHONIOENCODING": "utf-8:strict"})
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    [prediction] = json.loads((tmp_path / "r" / "predictions.json").read_text())["predictions"]
+    assert prediction["file"] == latin
+    printed = f"{image.parent}/caf\\udce9.png"
+    assert printed in result.stdout
+    assert printed in (tmp_path / "r" / "predict.log").read_text()
 
 
 def test_the_printed_table_lists_the_top_k_classes_of_each_sample(digits_export, tmp_path, capsys):

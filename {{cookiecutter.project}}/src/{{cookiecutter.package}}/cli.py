@@ -13,7 +13,15 @@ import signal
 import sys
 from pathlib import Path
 
-from .console import Diverged, UserError, cannot_write, exit_with_error, show, silence_noise
+from .console import (
+    Diverged,
+    UserError,
+    cannot_write,
+    escape_unencodable,
+    exit_with_error,
+    show,
+    silence_noise,
+)
 from .files import WRITE_ERRORS
 from .plain_run import plain_run
 
@@ -112,6 +120,7 @@ def import_task(module: str):
 def run_task(name: str, cfg, run_dir: str):
     """Runs the task on its config: what the user can fix, and Ctrl-C, end it in one line."""
     silence_noise()
+    escape_unencodable()  # Hydra's log file is open by now
     try:
         if name in CHECKS:  # refused before the task's module imports Lightning (seconds)
             getattr(importlib.import_module(f"{__package__}.input_checks"), CHECKS[name])(cfg)
@@ -186,6 +195,7 @@ def prepare() -> None:
     # Secrets such as WANDB_API_KEY come from the environment or a git-ignored .env, never from
     # configs, so they never reach a config file, log or run directory.
     load_dotenv(find_dotenv(usecwd=True))
+    escape_unencodable()
 
 
 def _launch(name: str):

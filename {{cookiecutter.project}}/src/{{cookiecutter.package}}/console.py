@@ -3,6 +3,7 @@
 No dependencies, so torch-free commands (predict, serve) use it too.
 """
 
+import io
 import logging
 import re
 import sys
@@ -85,6 +86,17 @@ class _DropNoise(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
         return not any(re.match(pattern, message) for pattern in NOISE["log"])
+
+
+def escape_unencodable() -> None:
+    """A file name in another encoding than UTF-8 reaches Python as escapes (\\udcff). The
+    console, where its encoding is strict (most terminals), and the run's log files write them
+    escaped, rather than ending the command or logging a traceback of their own."""
+    handlers = logging.getLogger().handlers
+    streams = [sys.stdout, sys.stderr, *(getattr(handler, "stream", None) for handler in handlers)]
+    for stream in streams:
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
 
 
 def silence_noise() -> None:

@@ -4,8 +4,10 @@ how to fit a contract on the training split and how to apply one."""
 
 import gc
 import math
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,19 @@ def collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+def class_name(folder: Path) -> str:
+    """The class a folder of samples is named after. Answers, manifests and the page hold it as
+    UTF-8 text: a name in another encoding reaches Python as escapes that UTF-8 cannot write."""
+    try:
+        folder.name.encode()
+    except UnicodeEncodeError:
+        spelled = str(os.fsencode(folder))[2:-1]  # its bytes, \xe9 for one that is not UTF-8
+        raise UserError(
+            f"class folder {spelled} is named in another encoding than UTF-8; rename it"
+        ) from None
+    return folder.name
 
 
 @rank_zero_only  # once, not once per DDP process

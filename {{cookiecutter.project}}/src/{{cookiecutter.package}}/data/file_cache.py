@@ -50,8 +50,8 @@ class FileCache:
         """`compute(file)` for each of `files` (JSON values), from the cache where a file is
         unchanged; the others in threads (Pillow decodes without holding the GIL)."""
         stored = self.load()
-        names = [str(file) for file in files]
-        stamps = [stamp(name) for name in names]
+        names = [key(file) for file in files]
+        stamps = [stamp(file) for file in files]
         results: list = [None] * len(files)
         todo = []
         for index, (name, now) in enumerate(zip(names, stamps, strict=True)):
@@ -79,11 +79,17 @@ class FileCache:
                  "data.cache_dir to a folder that can be written")  # fmt: skip
 
 
-def stamp(name: str) -> list[int]:
+def key(file: Path) -> str:
+    """The file's path as JSON can hold it: a name in another encoding than UTF-8 reaches Python
+    as escapes (\\udce9), which UTF-8 cannot write; here its bytes are spelled out (\\xe9)."""
+    return str(file).encode(errors="surrogateescape").decode(errors="backslashreplace")
+
+
+def stamp(file: Path) -> list[int]:
     """Size and modification time; a file gone since the scan matches no cache entry, and
     reading it reports it."""
     try:
-        info = os.stat(name)
+        info = os.stat(file)
     except OSError:
         return [-1, -1]
     return [info.st_size, info.st_mtime_ns]

@@ -26,7 +26,7 @@ from ..kinds.image import (
 )
 from ..options import AUGMENT, ImageShape, validated
 from ..targets import classification, regression
-from .base import SPLITS, ContractDataModule, note
+from .base import SPLITS, ContractDataModule, class_name, note
 from .file_cache import FileCache
 
 # data.image_size left null: the images' usual shorter side, up to this. Larger images cost
@@ -82,7 +82,7 @@ def class_folders(folder: Path) -> dict[str, list[Path]]:
             f"{folder} holds no class subfolders; put each class's images in a subfolder named "
             "after the class"
         )
-    files = {path.name: image_files(path) for path in classes}
+    files = {class_name(path): image_files(path) for path in classes}
     for name, found in files.items():
         if not found:
             raise UserError(

@@ -12,7 +12,7 @@ from ..console import UserError
 from ..contract import Contract
 from ..kinds import TABLE_SUFFIXES, table, text
 from ..targets import classification
-from .base import ContractDataModule
+from .base import ContractDataModule, class_name
 from .loaders import InMemoryDataset
 from .table import with_target
 
@@ -96,7 +96,7 @@ class TextDataModule(ContractDataModule):
                 "a folder of texts gives class labels; for numbers use a table with data.path"
             )
         rows = [
-            (text.read_text(file), folder.name)
+            (text.read_text(file), class_name(folder))
             for folder in sorted(p for p in root.iterdir() if p.is_dir())
             for file in text.text_files(folder)
         ]
