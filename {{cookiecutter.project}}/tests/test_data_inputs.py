@@ -225,6 +225,18 @@ def test_a_cache_folder_that_cannot_be_written_costs_only_the_reuse(tmp_path, ca
     assert first.contract == build_images(tmp_path, root, "data.cache_dir=null")[0].contract
 
 
+def test_a_linked_folder_of_images_is_read_and_a_link_to_a_folder_above_it_refused(tmp_path):
+    root = image_folder(tmp_path / "images")
+    image_folder(tmp_path / "more")
+    (root / "cat" / "more").symlink_to(tmp_path / "more" / "cat")
+    datamodule, _ = build_images(tmp_path, root)
+    files = [file for split in datamodule.splits.values() for file in split.files]
+    assert len(files) == 3 * 8 and root / "cat" / "more" / "0.png" in files
+    (root / "dog" / "up").symlink_to(root)  # read forever: images/dog/up/dog/up/...
+    line = f"{root}/dog/up links to {root.resolve()}, a folder that holds it: remove the link"
+    fails_with(line, build_images, tmp_path, root)
+
+
 # An archive made on another system keeps its names' bytes on Linux (café in Latin-1), which
 # Python reads with escapes that UTF-8 cannot write: into setup's cache, a table, a manifest.
 @pytest.mark.skipif(sys.platform == "darwin", reason="macOS file systems take UTF-8 names only")

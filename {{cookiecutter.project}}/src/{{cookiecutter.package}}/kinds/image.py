@@ -176,12 +176,21 @@ def image_files(folder: Path) -> list[Path]:
                 if entry.name.startswith("."):
                     continue
                 if entry.is_dir():
+                    if entry.is_symlink():  # followed, as folders of images linked in are
+                        refuse_loop(entry.path, path)
                     scan(entry.path)
                 elif entry.is_file() and os.path.splitext(entry.name)[1].lower() in SUFFIXES:
                     found.append(entry.path)
 
     scan(str(folder))
     return [Path(path) for path in sorted(found, key=lambda path: path.split(os.sep))]
+
+
+def refuse_loop(link: str, folder: str) -> None:
+    """A link to a folder that holds it would be read again and again: one line instead."""
+    target, here = os.path.realpath(link), os.path.realpath(folder)
+    if os.path.commonpath([target, here]) == target:
+        raise UserError(f"{link} links to {target}, a folder that holds it: remove the link")
 
 
 def from_arrays(array: np.ndarray, preprocessing: Preprocessing, source: str) -> np.ndarray:
