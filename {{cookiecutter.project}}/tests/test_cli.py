@@ -202,6 +202,15 @@ def test_a_path_that_hydra_s_grammar_cannot_read_is_shown_quoted_and_that_is_rea
     assert line.startswith(f"error: ckpt_path '{checkpoint}' is not a file")
 
 
+@pytest.mark.parametrize("key", ["paths.root_dir", "paths.log_dir"])
+def test_an_empty_root_or_log_folder_is_refused_before_anything_is_written(key, tmp_path):
+    """Empty, the run would go to /logs/train/runs/<time> (or /train/...), the cache to /.cache."""
+    result = run_cli("train.py", f"{key}=", cwd=tmp_path, timeout=120)
+    assert result.returncode == 1
+    assert error_lines(result) == [f"error: {key}= names no folder; pass one, or leave it out"]
+    assert not any(tmp_path.iterdir())
+
+
 def test_a_config_file_edited_into_broken_yaml_is_named_in_one_line(tmp_path):
     project = copy_project(tmp_path / "project")
     config = project / "configs" / "train.yaml"

@@ -227,6 +227,8 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
         ("latency.repeats=0", "latency.repeats=0 must be a whole number of at least 1"),
         # sysfs takes no new folders, from root either.
         ("output_dir=/sys/no-exports-here/x", "cannot write to /sys/no-exports-here: "),
+        # Not the working directory, which is the project's own folder.
+        ("output_dir=", "output_dir= names no folder; pass one, or leave output_dir out for"),
     ],
 )
 def test_bad_options_fail_before_any_work(override, message, tmp_path):

@@ -492,6 +492,8 @@ def test_an_output_dir_that_is_a_file_is_one_line(exported_run, samples, tmp_pat
         ("top_k=0", "top_k=0 must be a whole number of at least 1"),
         ("top_k=true", "top_k=True must be a whole number of at least 1"),
         ("invalid_inputs=skip", "invalid_inputs=skip is unknown; choose error or mark"),
+        # Not the working directory, which is the project's own folder.
+        ("output_dir=", "output_dir= names no folder; pass one, or leave output_dir out for"),
     ],
 )
 def test_bad_options_are_one_line_before_the_export_is_read(override, message, tmp_path):

@@ -84,6 +84,9 @@ class KeepRunRecords(Callback):
                 run_in(config, store.get(CHECKED_RUN_DIR).decode())
             return
         HydraConfig.instance().set_config(config)  # `hydra.run.dir` resolves as in Hydra's run_job
+        for key in ("paths.root_dir", "paths.log_dir"):  # empty, runs would go to /logs, /train
+            if OmegaConf.select(config, key, throw_on_resolution_failure=False) == "":
+                exit_with_error(f"{key}= names no folder; pass one, or leave it out")
         task_config = OmegaConf.to_container(config)
         del task_config["hydra"]
         run_dir = Path(config.hydra.run.dir)

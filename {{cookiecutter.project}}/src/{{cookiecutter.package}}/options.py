@@ -316,6 +316,14 @@ class OptimizeOptions(Options):
     chunk_bytes: Size
 
 
+# Empty, a folder would be the working directory, the project's own.
+OutputDir = Annotated[
+    str,
+    Field(min_length=1),
+    Refusal("{setting} names no folder; pass one, or leave output_dir out for the run's folder"),
+]
+
+
 class ExportOptions(Options):
     ckpt_path: Annotated[
         str,
@@ -355,7 +363,7 @@ class ExportOptions(Options):
     ]
     calibration_samples: Annotated[int, whole(1)]
     triton: Triton
-    output_dir: str
+    output_dir: OutputDir
 
     @field_validator("opset")
     @classmethod
@@ -387,7 +395,7 @@ class PredictOptions(Options):
     variant: str
     top_k: Annotated[int, whole(1)]
     invalid_inputs: Literal["error", "mark"]
-    output_dir: str
+    output_dir: OutputDir
 
 
 class ServeOptions(Options):
