@@ -163,13 +163,13 @@ class StreamDataModule(ContractDataModule):
                 "optimize.py wrote"
             )
         text = read_text(location(folder, CONTRACT_FILE))
-        parent, _, name = str(folder).rstrip("/").rpartition("/")
-        split = name in SPLITS
-        if text is None and split and read_text(location(parent, CONTRACT_FILE)) is not None:
-            raise UserError(
-                f"{folder} is one split of the stream in {parent}: pass data.input_dir={parent}"
-            )
         if text is None:
+            parent, _, name = str(folder).rstrip("/").rpartition("/")
+            if name in SPLITS and read_text(location(parent, CONTRACT_FILE)) is not None:
+                raise UserError(
+                    f"{folder} is one split of the stream in {parent}: pass "
+                    f"data.input_dir={parent}"
+                )
             raise UserError(
                 f"{folder} holds no {CONTRACT_FILE}: it is not a stream, or optimize.py did not "
                 f"finish it; write it with python optimize.py data=<data> output_dir={folder}"
