@@ -4,6 +4,8 @@ in a Hydra multirun. Each run checks as much as it can: these are the expensive 
 import json
 import signal
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import pytorch_lightning as pl
@@ -200,6 +202,19 @@ def test_slurm_launcher_config_submits_one_task_per_gpu():
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.nodes, launcher.tasks_per_node, launcher.gpus_per_node) == (2, 4, 4)
+
+
+def test_a_slurm_sweep_off_a_cluster_is_one_line_before_anything_is_written(tmp_path):
+    """Submitit's launcher would end in a RuntimeError traceback. PATH holds Python's folder
+    only: on a cluster's login node too, the test must find no srun, and submit nothing."""
+    overrides = ["-m", "hydra/launcher=slurm", "seed=1,2", f"hydra.sweep.dir={tmp_path}/sweep"]
+    result = run_cli("train.py", *overrides, env={"PATH": str(Path(sys.executable).parent)})
+    assert result.returncode == 1
+    assert error_lines(result) == [
+        "error: hydra/launcher=slurm submits each job to SLURM, and this machine has no srun: "
+        "start the sweep on the cluster, or leave hydra/launcher=slurm out to run the jobs here"
+    ]
+    assert not (tmp_path / "sweep").exists()
 
 
 def test_on_slurm_the_requeue_handler_stays_beside_the_sigterm_one(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ No torch at import: the CLI registers `run_stamp` before config-only commands to
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,6 +107,13 @@ class KeepRunRecords(Callback):
         goes among them. A folder named otherwise may hold only the same sweep, which goes on
         where it stopped, as its config in the folder says (saved here for any sweeper; jobs
         that find their run finished return its metric)."""
+        launcher = str(config.hydra.launcher.get("_target_", ""))
+        if launcher.endswith(".SlurmLauncher") and shutil.which("srun") is None:
+            exit_with_error(
+                "hydra/launcher=slurm submits each job to SLURM, and this machine has no srun: "
+                "start the sweep on the cluster, or leave hydra/launcher=slurm out to run the "
+                "jobs here"
+            )
         sweep_dir = Path(config.hydra.sweep.dir)
         if STAMP in OmegaConf.to_container(config.hydra.sweep)["dir"]:
             sweep_dir = own_directory(sweep_dir)
