@@ -311,6 +311,9 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         ),
         (["trainer.max_epochs=-5"], "trainer.max_epochs=-5 must be a whole number of at least -1"),
         (["trainer.check_val_every_n_epoch=0"], "trainer.check_val_every_n_epoch=0 must be"),
+        # Lightning takes both: a ZeroDivisionError at the first step; no clipping at all.
+        (["+trainer.accumulate_grad_batches=0"], "trainer.accumulate_grad_batches=0 must be a"),
+        (["+trainer.gradient_clip_val=-1"], "trainer.gradient_clip_val=-1 must be 0 or more"),
         (["trainer.precision=17"], "Lightning refuses the trainer settings: Precision 17 is"),
         (
             ["callbacks.last_checkpoint.min_interval_s=-1"],

@@ -484,10 +484,16 @@ def check_trainer_settings(trainer: DictConfig) -> None:
             f"trainer.devices={devices}: this machine has {count} {accelerator} "
             f"device{'s' if count > 1 else ''}; set trainer.devices={count}, or -1 for all of them"
         )
-    for name, lowest in (("max_epochs", -1), ("check_val_every_n_epoch", 1)):
+    # What Lightning takes and fails on later (accumulate_grad_batches=0: a ZeroDivisionError
+    # at the first step), or takes for no clipping at all (a negative gradient_clip_val).
+    wholes = {"max_epochs": -1, "check_val_every_n_epoch": 1, "accumulate_grad_batches": 1}
+    for name, lowest in wholes.items():
         value = trainer.get(name)
         if value is not None and (type(value) is not int or value < lowest):
             raise UserError(f"trainer.{name}={value} must be a whole number of at least {lowest}")
+    clip = trainer.get("gradient_clip_val")
+    if clip is not None and clip < 0:
+        raise UserError(f"trainer.gradient_clip_val={clip} must be 0 or more (0: no clipping)")
 
 
 def build_trainer(cfg: DictConfig) -> pl.Trainer:
