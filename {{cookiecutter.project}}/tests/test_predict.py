@@ -67,21 +67,30 @@ def test_predict_runs_where_torch_cannot_be_imported(exported_run, samples, tmp_
 NOT_FOR_AN_IMAGE = ["hydra", "omegaconf", "pandas", "torch", "pytorch_lightning"]
 
 
-def test_predict_on_an_image_imports_neither_hydra_nor_pandas(digits_export, tmp_path):
-    [image] = save_pngs(load_digits().images[:1], tmp_path / "image")
-    arguments = [f"model={digits_export}", f"input={image}", f"hydra.run.dir={tmp_path / 'run'}"]
+@pytest.mark.parametrize("form", ["png", "npy"])
+def test_predict_on_images_imports_neither_hydra_nor_pandas_nor_for_arrays_pillow(
+    digits_export, tmp_path, form
+):
+    images = load_digits().images[:1]
+    if form == "png":
+        [path] = save_pngs(images, tmp_path / "image")
+        unneeded = NOT_FOR_AN_IMAGE
+    else:
+        np.save(path := tmp_path / "digit.npy", images)
+        unneeded = [*NOT_FOR_AN_IMAGE, "PIL"]
+    arguments = [f"model={digits_export}", f"input={path}", f"hydra.run.dir={tmp_path / 'run'}"]
     code = (
         "import json, sys\n"
         f"sys.argv = ['predict.py', *{arguments}]\n"
         "from {{ cookiecutter.package }}.cli import predict\n"
         "predict()\n"
-        f"print(json.dumps([name for name in {NOT_FOR_AN_IMAGE} if name in sys.modules]))\n"
+        f"print(json.dumps([name for name in {unneeded} if name in sys.modules]))\n"
     )
     result = run_code(code)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.splitlines()[-1]) == []
     [prediction] = json.loads((tmp_path / "run" / "predictions.json").read_text())["predictions"]
-    assert prediction["file"] == str(image)
+    assert prediction["file"] == str(path)
 
 
 def test_plain_settings_and_hydra_give_the_same_run(digits_export, tmp_path):

@@ -7,21 +7,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import UnidentifiedImageError
 from torch.utils.data import Dataset
 
 from .. import targets
 from ..console import UserError
 from ..contract import Contract
 from ..kinds.image import (
-    BOMBS,
     SUFFIXES,
     Preprocessing,
+    bombs,
     fit,
     image_files,
     image_values,
     normalize,
     open_image,
+    pillow,
     pixel_moments,
 )
 from ..options import AUGMENT, ImageShape, validated
@@ -281,7 +282,7 @@ def header(path: Path) -> tuple[str, tuple[int, int]] | None:
     """An image's mode and size, read from its header alone; None for a file Pillow cannot
     open (check_files reports it)."""
     try:
-        with Image.open(path) as image:
+        with pillow().open(path) as image:
             return image.mode, image.size
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, *BOMBS):
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, *bombs()):
         return None

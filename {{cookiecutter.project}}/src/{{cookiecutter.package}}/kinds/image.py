@@ -6,14 +6,16 @@ import warnings
 from functools import cache
 from io import BytesIO
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from PIL import Image, ImageOps, UnidentifiedImageError
 
 from ..console import TooLarge, UserError
 from ..contract import Preprocessing as BasePreprocessing
 from . import arrays, number, number_array
+
+if TYPE_CHECKING:  # imported where an image is read: raw arrays need no Pillow
+    from PIL import Image
 
 # The image files that the images datamodule reads and predict accepts.
 SUFFIXES = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff", ".webp")
@@ -24,10 +26,6 @@ Resampling = Literal["nearest", "box", "bilinear", "hamming", "bicubic", "lanczo
 ORIENTATION = 0x0112  # the EXIF tag
 DTYPE = "float32"  # what the model takes
 UPLOAD = "image/*"
-# An image whose header claims more pixels than Pillow's limit: Pillow only warns up to twice the
-# limit, then decodes it all. Refused, in every thread, before anything is decoded.
-BOMBS = (Image.DecompressionBombWarning, Image.DecompressionBombError)
-warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
 # The media types of SUFFIXES, as the API's description lists them.
 UPLOAD_TYPES = ["image/bmp", "image/gif", "image/jpeg", "image/png", "image/tiff", "image/webp"]
 # What a request sends, for one-line refusals.
@@ -81,11 +79,30 @@ def fit(moments: np.ndarray, channels: int, image_size: int, value_range) -> Pre
 # Encoding
 
 
-def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
+@cache
+def pillow():
+    """Pillow's Image module, imported once an image is read (raw arrays need none). An image
+    whose header claims more pixels than Pillow's limit is refused, in every thread, before
+    anything is decoded: Pillow only warns up to twice the limit, then decodes it all."""
+    from PIL import Image
+
+    warnings.filterwarnings("error", category=Image.DecompressionBombWarning)
+    return Image
+
+
+def bombs() -> tuple[type[Exception], ...]:
+    """What Pillow raises for an image over its limit."""
+    return (pillow().DecompressionBombWarning, pillow().DecompressionBombError)
+
+
+def open_image(source: str | Path | bytes, channels: int) -> "Image.Image":
     """An image file (or its bytes), decoded and converted to greyscale or RGB."""
+    from PIL import ImageOps, UnidentifiedImageError
+
+    pil = pillow()
     name = "the image" if isinstance(source, bytes) else str(source)
     try:
-        with Image.open(BytesIO(source) if isinstance(source, bytes) else source) as file:
+        with pil.open(BytesIO(source) if isinstance(source, bytes) else source) as file:
             # A photo as the camera was held. EXIF is parsed only where a file has it (TIFF
             # holds it among its own tags): parsing costs every file of a folder.
             image: Image.Image = file
@@ -93,9 +110,9 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
             if has_exif and file.getexif().get(ORIENTATION, 1) != 1:
                 image = ImageOps.exif_transpose(file)
             return eight_bits(image, name).convert("L" if channels == 1 else "RGB")
-    except BOMBS:
+    except bombs():
         raise TooLarge(
-            f"{name} claims more than {Image.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
+            f"{name} claims more than {pil.MAX_IMAGE_PIXELS} pixels (a damaged file, or one "
             "made to exhaust memory); shrink or remove it"
         ) from None
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as error:
@@ -103,7 +120,7 @@ def open_image(source: str | Path | bytes, channels: int) -> Image.Image:
         raise UserError(f"{name} is not a readable image ({reason}); fix or remove it") from None
 
 
-def eight_bits(image: Image.Image, name: str) -> Image.Image:
+def eight_bits(image: "Image.Image", name: str) -> "Image.Image":
     """16-bit and floating-point greyscale images scaled to 0..255: Pillow's convert() clips
     them instead, so that a 16-bit image would read as white and one of floats as black."""
     if image.mode not in ("I", "F") and not image.mode.startswith("I;16"):
@@ -118,15 +135,15 @@ def eight_bits(image: Image.Image, name: str) -> Image.Image:
         values = values * 255
     elif image.mode != "I" or values.max(initial=0) > 255:  # "I" holds 8-bit values too
         values = values / 257
-    return Image.fromarray(np.round(values).clip(0, 255).astype(np.uint8))
+    return pillow().fromarray(np.round(values).clip(0, 255).astype(np.uint8))
 
 
 def image_values(
-    image: Image.Image, size: int, value_range, box=None, resampling: Resampling = "bilinear"
+    image: "Image.Image", size: int, value_range, box=None, resampling: Resampling = "bilinear"
 ) -> np.ndarray:
     """Raw values (channels, size, size) as float32 in `value_range`: the image, or the part of
     it inside `box` (left, top, right, bottom), resized; files hold 0..255."""
-    resized = image.resize((size, size), Image.Resampling[resampling.upper()], box=box)
+    resized = image.resize((size, size), pillow().Resampling[resampling.upper()], box=box)
     pixels = np.asarray(resized).reshape(size, size, -1).transpose(2, 0, 1)
     low, high = value_range
     raw = np.ascontiguousarray(pixels, dtype=np.float32)
@@ -282,7 +299,7 @@ def from_upload(data: bytes, name: str, preprocessing: Preprocessing) -> np.ndar
     try:
         return from_files([data], preprocessing)
     except TooLarge:
-        raise TooLarge(f"{name} has over {Image.MAX_IMAGE_PIXELS} pixels") from None
+        raise TooLarge(f"{name} has over {pillow().MAX_IMAGE_PIXELS} pixels") from None
     except UserError:
         raise UserError(f"{name} is not an image that Pillow can read") from None
 
