@@ -2,7 +2,7 @@
 
 import pytest
 import torch
-from conftest import ALLOWED, class_names, compose_config
+from conftest import ALLOWED, class_names, compose_config, error_lines, run_cli
 
 from {{ cookiecutter.package }}.builders import (
     build_datamodule,
@@ -46,3 +46,16 @@ def test_compiled_training_saves_the_same_keys_and_reloads_eagerly(tmp_path):
     inputs = next(iter(datamodule.val_dataloader()))[0][:2]
     assert reloaded(inputs).shape == (2, len(class_names(datamodule)))
     assert calls == [False]
+
+
+@pytest.mark.slow  # train.py as a process
+def test_compiling_on_the_cpu_without_a_cpp_compiler_is_one_line_before_training(tmp_path):
+    """Inductor would end the first step in a traceback, once the data is set up. CXX names a
+    compiler that does not exist, the one inductor looks for."""
+    overrides = ["model.compile=true", "trainer=cpu", f"hydra.run.dir={tmp_path / 'run'}"]
+    result = run_cli("train.py", *overrides, env={"CXX": str(tmp_path / "no-such-g++")})
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    (line,) = error_lines(result)
+    assert line.startswith("error: model.compile=true on the CPU needs a C++ compiler (")
+    assert line.endswith("install g++ or point CXX at one, or train with model.compile=false")
+    assert not (tmp_path / "run" / "checkpoints").exists()

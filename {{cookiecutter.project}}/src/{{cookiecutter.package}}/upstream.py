@@ -172,6 +172,20 @@ def restored_past_max_epochs(error: Exception) -> bool:
     return "You restored a checkpoint with current_epoch" in str(error)
 
 
+def missing_cpp_compiler() -> str | None:
+    """Why torch.compile on the CPU cannot build the code it generates (no C++ compiler), or
+    None. Relies on: `torch._inductor.cpp_builder.get_cpp_compiler()`, which inductor calls as
+    it compiles the first step, and its `InvalidCxxCompiler`."""
+    from torch._inductor.cpp_builder import get_cpp_compiler
+    from torch._inductor.exc import InvalidCxxCompiler
+
+    try:
+        get_cpp_compiler()
+    except InvalidCxxCompiler as error:
+        return str(error).strip().splitlines()[0]
+    return None
+
+
 def scripting_lightning_module() -> AbstractContextManager:
     """While TorchScript compiles a LightningModule: its `trainer` property, which TorchScript
     reads as it reads every property, returns None instead of raising outside a Trainer. Relies

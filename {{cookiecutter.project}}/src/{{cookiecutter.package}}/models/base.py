@@ -1,12 +1,14 @@
 import pytorch_lightning as pl
 import torch
 from hydra.utils import instantiate
+from pytorch_lightning.accelerators import CPUAccelerator
 from torch import nn
 from torchmetrics import MaxMetric, Metric, MinMetric
 
 from ..builders import build_partial
 from ..console import UserError
 from ..records import is_logging_step
+from ..upstream import missing_cpp_compiler
 
 
 class NetModule(pl.LightningModule):
@@ -90,6 +92,13 @@ class NetModule(pl.LightningModule):
     def setup(self, stage: str):
         # Only for fitting: eval and export rebuild the model from its checkpoint, eager.
         if stage == "fit" and self.hparams.compile:
+            # Else the first step ends in inductor's traceback, after the data is set up.
+            on_cpu = isinstance(self.trainer.accelerator, CPUAccelerator)
+            if on_cpu and (problem := missing_cpp_compiler()):
+                raise UserError(
+                    f"model.compile=true on the CPU needs a C++ compiler ({problem}): install "
+                    "g++ or point CXX at one, or train with model.compile=false"
+                )
             self.net.compile()
 
     def configure_callbacks(self) -> list[pl.Callback]:
