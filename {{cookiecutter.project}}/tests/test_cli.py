@@ -261,6 +261,7 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
         (["data.test_fraction=true"], "data.test_fraction=True must be a fraction from 0 to"),
         (["data.val_fraction=1.5"], "data.val_fraction=1.5 must be a fraction from 0 to below 1"),
         (["data.val_fraction=0"], "data.val_fraction=0 leaves no validation data"),
+        (["data.test_fraction=0", "test=false"], "data.test_fraction=0 leaves no test data"),
         (
             ["data.val_fraction=0.6", "data.test_fraction=0.5"],
             "data.val_fraction=0.6 and data.test_fraction=0.5 leave nothing to train on",

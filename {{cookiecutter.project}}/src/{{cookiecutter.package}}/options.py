@@ -195,11 +195,16 @@ class DataOptions(TypedDict, total=False):
 
 
 def leaves_data_to_train_on(data: DataOptions) -> DataOptions:
-    """What the two fractions leave: validation data to watch, and data to train on."""
+    """What the two fractions leave: validation data to watch, test data, and data to train on."""
     if data.get("val_fraction") == 0:
         raise ValueError(
             "data.val_fraction=0 leaves no validation data for checkpoints and early stopping to "
             "watch: e.g. data.val_fraction=0.15"
+        )
+    if data.get("test_fraction") == 0:
+        raise ValueError(
+            "data.test_fraction=0 leaves no test data, which the test after training, eval and "
+            "export's checks read (test=false skips only the first): e.g. data.test_fraction=0.15"
         )
     fractions = {name: data[name] for name in ("val_fraction", "test_fraction") if name in data}
     if sum(fractions.values()) >= 1:
