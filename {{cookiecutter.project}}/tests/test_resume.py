@@ -178,9 +178,35 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
         f"error: {run_dir} holds a train run; eval writes to a run directory of its own: leave "
         "out hydra.run.dir or choose a new one"
     ]
-    assert error_lines(sent_in) == error_lines(other_task)
+    assert error_lines(sent_in) == [
+        f"error: {run_dir} holds a train run; eval writes to a run directory of its own: leave "
+        "out paths.output_dir or choose a new one"
+    ]
     assert other_config.returncode == other_task.returncode == sent_in.returncode == 1
     assert files(run_dir) == before
+
+
+@pytest.mark.slow  # train.py as processes
+def test_files_sent_apart_from_the_run_directory_keep_the_run_s_settings_too(tmp_path):
+    """paths.output_dir puts the run's files apart from its run directory, which is new each
+    time: the settings go with the files, and a run with others is refused there too, rather
+    than reporting (or resuming) the earlier run as its own."""
+    output_dir = tmp_path / "files"
+    command = [*QUIET, *FEW_BATCHES, "trainer.max_epochs=1", f"paths.output_dir={output_dir}"]
+    first = run_cli("train.py", *command, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = files(output_dir)
+    again = run_cli("train.py", *command, cwd=tmp_path)
+    assert again.returncode == 0
+    assert "is complete (val/loss_best=" in again.stdout
+    assert "to train again, choose a new paths.output_dir" in again.stdout
+    other = run_cli("train.py", *command, "model.optimizer.lr=0.01", cwd=tmp_path)
+    lr = compose_config("train", tmp_path / "default").model.optimizer.lr
+    assert error_lines(other) == [
+        f"error: {output_dir} holds a run with other settings (model.optimizer.lr was {lr}, now "
+        "0.01): rerun it with its own settings to resume it, or choose a new paths.output_dir"
+    ]
+    assert other.returncode == 1 and files(output_dir) == before
 
 
 def test_a_kill_while_saving_keeps_the_previous_checkpoint(tmp_path):

@@ -27,6 +27,7 @@ from .options import OptunaSweep, validated
 from .run_dir import (
     STAMP,
     SWEEP_RECORD,
+    keep_settings,
     own_directory,
     process_rank,
     refusal,
@@ -98,6 +99,7 @@ class KeepRunRecords(Callback):
         problem = refusal(run_dir, task_config, written)
         if problem:
             exit_with_error(problem)
+        keep_settings(run_dir, task_config, written)
         if store is not None:
             store.set(CHECKED_RUN_DIR, str(run_dir))
 
@@ -134,6 +136,16 @@ def run_in(config: DictConfig, run_dir: str) -> None:
     """Makes `run_dir` the run's directory: Hydra's run_job reads it after this callback."""
     with read_write(config.hydra.run):
         config.hydra.run.dir = run_dir
+
+
+def output_setting(output_dir: Path) -> str:
+    """The setting that places the run's files: paths.output_dir where it puts them apart from
+    the run directory, else hydra.run.dir."""
+    if HydraConfig.initialized():
+        run_dir = Path(HydraConfig.get().runtime.output_dir).absolute()
+        if run_dir != output_dir.absolute():
+            return "paths.output_dir"
+    return "hydra.run.dir"
 
 
 def in_sweep() -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from .console import cannot_write
+from .files import save_text
 
 # How configs/hydra/default.yaml names a run directory by the time it starts: a run so named
 # takes a directory of its own (`own_directory`) instead of being refused one.
@@ -48,8 +49,20 @@ def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
     if not problem and output_dir and Path(output_dir).absolute() != run_dir:
         earlier = Path(output_dir).absolute()
         if (earlier / ".hydra" / "config.yaml").is_file():
-            problem = other_run(earlier, config)
+            problem = other_run(earlier, config, "paths.output_dir")
     return problem
+
+
+def keep_settings(run_dir: Path, config: dict, output_dir: str | None) -> None:
+    """Hydra records a run's settings in its run directory alone. Where paths.output_dir puts the
+    run's files apart from it, the record goes there too: a later run there with other settings
+    is refused (`refusal`), as it is in a run directory, instead of resuming or reporting this
+    run's results as its own."""
+    if not output_dir or Path(output_dir).absolute() == run_dir.absolute():
+        return
+    record = Path(output_dir).absolute() / ".hydra" / "config.yaml"
+    if not record.is_file():
+        save_text(record, yaml.safe_dump(config, sort_keys=False))
 
 
 def sweep_refusal(sweep_dir: Path, config: dict) -> str | None:
@@ -113,8 +126,9 @@ def checkpoint_in(folder: Path) -> Path | None:
     return next((path for path in found if path.is_file()), None)
 
 
-def other_run(run_dir: Path, config: dict) -> str | None:
-    """What in `run_dir` a run of `config` would overwrite, if anything."""
+def other_run(run_dir: Path, config: dict, setting: str = "hydra.run.dir") -> str | None:
+    """What in `run_dir` (the folder that `setting` names) a run of `config` would overwrite, if
+    anything."""
     if not run_dir.exists():
         return None
     if not run_dir.is_dir():
@@ -133,13 +147,13 @@ def other_run(run_dir: Path, config: dict) -> str | None:
     if earlier.get("task_name") != config.get("task_name"):
         return (
             f"{run_dir} holds a {earlier.get('task_name')} run; {config.get('task_name')} writes "
-            "to a run directory of its own: leave out hydra.run.dir or choose a new one"
+            f"to a run directory of its own: leave out {setting} or choose a new one"
         )
     changed = differences(earlier, config)
     if changed:
         return (
             f"{run_dir} holds a run with other settings ({changed}): rerun it with its own "
-            "settings to resume it, or choose a new hydra.run.dir"
+            f"settings to resume it, or choose a new {setting}"
         )
     return None
 

@@ -16,7 +16,13 @@ from torch.utils.data import DataLoader, IterableDataset
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
 from ..checkpoints import check_resumable, load_checkpoint, resume_path
 from ..console import UserError, show
-from ..launch import relaunches_script, run_job_in_subprocess, stops_by_signal, swept_value
+from ..launch import (
+    output_setting,
+    relaunches_script,
+    run_job_in_subprocess,
+    stops_by_signal,
+    swept_value,
+)
 from ..options import check_train_options
 from ..records import log_metrics, plain_metrics, record_run, write_json
 from ..run_dir import earlier_metrics, finished
@@ -38,7 +44,7 @@ def train(cfg: DictConfig) -> float | None:
     if finished(metrics, cfg.test):
         value = swept_value(metrics, cfg.optimized_metric)
         say(f"run {output_dir} is complete ({cfg.optimized_metric}={value}); to train again, "
-            "choose a new hydra.run.dir")  # fmt: skip
+            f"choose a new {output_setting(output_dir)}")  # fmt: skip
         return value
     ckpt_path = resume_path(cfg)  # ckpt_path, else the run's own last.ckpt (auto_resume)
     seed_everything(cfg.seed)
