@@ -260,7 +260,11 @@ def prepare(raw: np.ndarray, preprocessing: Preprocessing, source: str) -> np.nd
 
 
 def from_files(files: list[Path] | list[bytes], preprocessing: Preprocessing) -> np.ndarray:
-    return np.stack([encode(file, preprocessing) for file in files])
+    # Each image goes into its place in the batch as it is read: one array for a whole folder,
+    # not a list of them and then a copy.
+    sample = np.dtype((DTYPE, tuple(input_shape(preprocessing))))
+    images = (encode(file, preprocessing) for file in files)
+    return np.fromiter(images, dtype=sample, count=len(files))
 
 
 def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, list[dict]]:

@@ -48,7 +48,8 @@ def predict(cfg) -> list[dict]:
             f"{', ...' if len(names) > 3 else ''}); fix them, or pass invalid_inputs=mark to "
             "predict the others"
         )
-    results = iter(predictions(session, manifest, inputs[~invalid], options.top_k))
+    finite = inputs[~invalid] if invalid.any() else inputs  # a copy only to leave samples out
+    results = iter(predictions(session, manifest, finite, options.top_k))
     predicted = [
         source | ({"invalid": "NaN or infinite values"} if bad else next(results))
         for source, bad in zip(sources, invalid, strict=True)
