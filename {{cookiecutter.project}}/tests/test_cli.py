@@ -188,7 +188,7 @@ def test_hydra_s_own_errors_are_one_line_too(override, expected, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("name", ["epoch=2-step=40.ckpt", "best (copy!).ckpt", "run#3.ckpt"])
+@pytest.mark.parametrize("name", ["epoch=2-step=40.ckpt", "best (copy!).ckpt", "run~3.ckpt"])
 def test_a_path_that_hydra_s_grammar_cannot_read_is_shown_quoted_and_that_is_read(name, tmp_path):
     """Lightning names checkpoints epoch=2-step=40.ckpt: unquoted, Hydra reads = ( ) ! and # as
     its own syntax. The line says how to quote the value, and the quoted form reaches eval."""
@@ -209,6 +209,16 @@ def test_an_empty_root_or_log_folder_is_refused_before_anything_is_written(key, 
     assert result.returncode == 1
     assert error_lines(result) == [f"error: {key}= names no folder; pass one, or leave it out"]
     assert not any(tmp_path.iterdir())
+
+
+def test_a_path_from_the_home_folder_says_to_write_it_as_home(tmp_path):
+    """The shell expands ~ at the start of a word only, not after ckpt_path=."""
+    run_dir = f"hydra.run.dir={tmp_path / 'run'}"
+    (line,) = error_lines(run_entry_point("evaluate", "ckpt_path=~/runs/best.ckpt", run_dir))
+    assert line == (
+        "error: cannot read ckpt_path=~/runs/best.ckpt: write your home folder as $HOME, "
+        "ckpt_path=$HOME/runs/best.ckpt"
+    )
 
 
 def test_a_config_file_edited_into_broken_yaml_is_named_in_one_line(tmp_path):

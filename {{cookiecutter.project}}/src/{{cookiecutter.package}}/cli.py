@@ -66,16 +66,18 @@ SWEEP = re.compile(
 def unreadable_override(override: str, hydra_line: str) -> str:
     """A setting that Hydra's override grammar cannot read, named, and quoted where its value is
     meant as one string that holds a character of the grammar: a path with `=` in it (Lightning
-    names checkpoints `epoch=2-step=40.ckpt`), or with ( ), { }, !, & or #."""
+    names checkpoints `epoch=2-step=40.ckpt`), or with ( ), { }, !, &, # or ~."""
     key, equals, value = override.partition("=")
     if not equals:
         return f"{override!r} is not a setting: write key=value, e.g. seed=7"
+    if value.startswith("~/"):  # the shell expands ~ at the start of a word only
+        return f"cannot read {override}: write your home folder as $HOME, {key}=$HOME{value[1:]}"
     if hydra_line.startswith("LexerNoViableAltException"):  # the override and a caret below it
         hydra_line = (
             f"a character of it is not in Hydra's grammar; see {hydra_line.split('see ')[-1]}"
         )
     line = f"cannot read {override}: {hydra_line}"
-    special = next((char for char in value if char in "=()[]{}!&#;<>"), None)
+    special = next((char for char in value if char in "=()[]{}!&#;<>~"), None)
     # A list or a sweep written wrong ([1,2 or range(1,3) is not a string to quote, nor a value
     # with quotes.
     if special is None or value[0] in "[{(" or SWEEP.match(value) or {"'", '"'} & set(value):
