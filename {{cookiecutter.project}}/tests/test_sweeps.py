@@ -1,12 +1,13 @@
 """Multiruns through the CLI, as users start them: an Optuna search and a plain grid."""
 
 import json
+import signal
 from datetime import datetime, timedelta
 
 import optuna
 import pytest
 import yaml
-from conftest import QUIET, TINY, error_lines, run_cli
+from conftest import EVERY_EPOCH, QUIET, TINY, error_lines, run_cli, start_cli, stop_at_epoch
 
 # One tiny epoch per job, quiet: these tests are about the sweep machinery, not about learning.
 JOB = [*QUIET[1:], *TINY]
@@ -166,3 +167,22 @@ def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_p
     written = [path for path in tmp_path.rglob("*") if path.is_file() and path.name != ".env"]
     assert not [path for path in written if SECRET.encode() in path.read_bytes()]
     assert SECRET not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_a_sweep_stopped_mid_job_names_its_folder_and_the_command_finishes_it(tmp_path):
+    """Rerun in its own run directory, one job would train alone: the sweep's folder it is."""
+    grid = ["-m", "seed=1,2", *QUIET[1:], *EVERY_EPOCH, "trainer.max_epochs=30", "test=false"]
+    grid += ["+trainer.limit_train_batches=3", "+trainer.limit_val_batches=1"]
+    grid += ["callbacks.early_stopping.patience=30", f"hydra.sweep.dir={tmp_path}"]
+    last = tmp_path / "0" / "checkpoints" / "last.ckpt"
+    stopped = stop_at_epoch(start_cli("train.py", *grid), last, 1, signal.SIGINT)
+    assert stopped.returncode == 130
+    assert error_lines(stopped) == [
+        "error: training stopped by Ctrl-C (SIGINT); to resume, rerun the same command with "
+        f"hydra.sweep.dir={tmp_path}"
+    ]
+    assert not (tmp_path / "0" / "metrics.json").exists()
+    finished = run_cli("train.py", *grid)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    assert all((tmp_path / job / "metrics.json").is_file() for job in ("0", "1"))

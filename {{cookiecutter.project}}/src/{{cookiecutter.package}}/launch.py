@@ -148,6 +148,16 @@ def output_setting(output_dir: Path) -> str:
     return "hydra.run.dir"
 
 
+def resume_hint(output_dir: Path) -> str:
+    """How to resume an interrupted run: the same command, in the folder that holds it. A sweep
+    started again in its folder goes on where it stopped, its finished jobs included."""
+    if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+        where = f"hydra.sweep.dir={HydraConfig.get().sweep.dir}"
+    else:
+        where = f"{output_setting(output_dir)}={output_dir}"
+    return f"to resume, rerun the same command with {where}"
+
+
 def in_sweep() -> bool:
     """Whether this run is one job of a multirun (a sweep)."""
     if SWEEP_JOB in os.environ:

@@ -19,6 +19,7 @@ from ..console import UserError, show
 from ..launch import (
     output_setting,
     relaunches_script,
+    resume_hint,
     run_job_in_subprocess,
     stops_by_signal,
     swept_value,
@@ -61,7 +62,7 @@ def train(cfg: DictConfig) -> float | None:
     del resumed  # Lightning loads the weights into the model itself: no copy held while training
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
-    resume = f"to resume, rerun the same command with hydra.run.dir={output_dir}"
+    resume = resume_hint(output_dir)
     stopped_early = None
     if not metrics:  # not fitted yet
         # The collector's first full pass since the freeze at import (cli.py) goes through every
