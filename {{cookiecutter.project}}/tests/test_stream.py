@@ -243,6 +243,9 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
 
     assert "pass output_dir=" in refusal("optimize")
     assert "e.g. 64MB" in refusal("optimize", f"output_dir={tmp_path / 'new'}", "chunk_bytes=64")
+    # null or a number: the number's own line.
+    line = "num_workers=0 must be a whole number of at least 1"
+    assert refusal("optimize", f"output_dir={tmp_path / 'new'}", "num_workers=0") == line
     before = {path: path.stat().st_mtime_ns for path in stream.rglob("*")}
     assert "already holds files" in refusal("optimize", f"output_dir={stream}")
     data = next(path for path in stream.rglob("*") if path.is_file())

@@ -510,6 +510,9 @@ def line_of(annotation: Any) -> str:
     if get_origin(base) is Literal:
         *choices, last = [str(choice) for choice in get_args(base) if choice is not None]
         lines.append("{setting} is unknown; choose " + ", ".join(choices) + " or " + last)
+    members = [member for member in get_args(base) if member is not type(None)]
+    if get_origin(base) in (Union, UnionType) and len(members) == 1:  # a value, or null
+        lines.append(line_of(members[0]))
     return lines[0] if lines else ""
 
 
