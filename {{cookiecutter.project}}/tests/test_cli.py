@@ -498,6 +498,8 @@ def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(
         "run dir is a file",
         "under a file",
         "not writable",
+        "output dir is a file",
+        "output dir not writable",
         "disk full",
         pytest.param("full at checkpoint", marks=SLOW),
         pytest.param("wandb", marks=SLOW),
@@ -510,6 +512,17 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
     # Each: overrides, start_cli options, the start of the error line.
     cases = {
         "run dir is a file": ([f"hydra.run.dir={file}"], {}, f"hydra.run.dir {file} is a file"),
+        # The task's files apart from the run directory: checked as it is.
+        "output dir is a file": (
+            [f"hydra.run.dir={run_dir}", f"paths.output_dir={file}"],
+            {},
+            f"paths.output_dir {file} is a file, not a folder: choose another paths.output_dir",
+        ),
+        "output dir not writable": (
+            [f"hydra.run.dir={run_dir}", "paths.output_dir=/sys/no-runs-here/x"],
+            {},
+            "cannot write to /sys/no-runs-here/x: ",
+        ),
         "under a file": (
             [f"hydra.run.dir={file / 'run'}"],
             {},

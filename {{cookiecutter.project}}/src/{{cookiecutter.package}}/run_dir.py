@@ -48,8 +48,9 @@ def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
     problem = problem or other_run(run_dir, config) or unwritable(run_dir)
     if not problem and output_dir and Path(output_dir).absolute() != run_dir:
         earlier = Path(output_dir).absolute()
-        if (earlier / ".hydra" / "config.yaml").is_file():
+        if earlier.is_file() or (earlier / ".hydra" / "config.yaml").is_file():
             problem = other_run(earlier, config, "paths.output_dir")
+        problem = problem or unwritable(earlier, setting="paths.output_dir=...")
     return problem
 
 
@@ -132,7 +133,7 @@ def other_run(run_dir: Path, config: dict, setting: str = "hydra.run.dir") -> st
     if not run_dir.exists():
         return None
     if not run_dir.is_dir():
-        return f"hydra.run.dir {run_dir} is a file, not a folder: choose another hydra.run.dir"
+        return f"{setting} {run_dir} is a file, not a folder: choose another {setting}"
     saved = run_dir / ".hydra" / "config.yaml"
     if not saved.is_file():
         if next(run_dir.iterdir(), None):
