@@ -113,9 +113,11 @@ def damaged_member(path: Path) -> str | None:
     written beside them, if any: torch.load never checks them, and a flipped bit in a tensor
     would load as a wrong weight. Summed straight from a memory map, without copies, by ISA-L:
     zlib's CRC-32 took longer than the load itself (benchmarks/README.md)."""
+    # One open file for the archive's directory and its bytes: a run replaces last.ckpt while
+    # others read it, and two opens could meet two different files.
     with (
-        zipfile.ZipFile(path) as archive,
         open(path, "rb") as file,
+        zipfile.ZipFile(file) as archive,
         mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data,
     ):
         for member in archive.infolist():
