@@ -1,7 +1,7 @@
 """The renders' own suites pass, run as their users run them: the default render's whole suite;
-and its machinery tests with a user's own data as the default, a table CSV or a folder of
-images named by configs/data/mine.yaml and made the default in configs/train.yaml, as the
-render's README says.
+and its machinery tests with a user's own data as the default, a table CSV of classes or of a
+number to predict, or a folder of images, named by configs/data/mine.yaml and made the default
+in configs/train.yaml with the model for its task, as the render's README says.
 
 Each suite has a worker per core of its own: this module is one pytest-xdist unit
 (pyproject.toml's --dist loadfile), so they run one after another on one worker while the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from conftest import render, run_in
 from PIL import Image
-from sklearn.datasets import load_digits, load_wine
+from sklearn.datasets import load_diabetes, load_digits, load_wine
 
 
 @pytest.mark.slow
@@ -36,13 +36,14 @@ def test_default_project_test_suite_passes(default_project):
     print(result.stdout[-2500:])  # the slowest tests, for the CI log
 
 
-def make_default(project, data_config: str) -> None:
-    """configs/data/mine.yaml, made the default as the README shows."""
+def make_default(project, data_config: str, model: str) -> None:
+    """configs/data/mine.yaml, made the default as the README shows, with `model`."""
     (project / "configs" / "data" / "mine.yaml").write_text(data_config)
     train = project / "configs" / "train.yaml"
     text = train.read_text()
-    assert "  - data: digits\n" in text
-    train.write_text(text.replace("  - data: digits\n", "  - data: mine\n"))
+    assert "  - data: digits\n" in text and "  - model: classifier\n" in text
+    text = text.replace("  - data: digits\n", "  - data: mine\n")
+    train.write_text(text.replace("  - model: classifier\n", f"  - model: {model}\n"))
 
 
 def write_wine(folder) -> str:
@@ -53,6 +54,14 @@ def write_wine(folder) -> str:
     path = folder / "wine.csv"
     frame.to_csv(path, index=False)
     return f"defaults: [table, _self_]\npath: {path}\ntarget: cultivar\n"
+
+
+def write_diabetes(folder) -> str:
+    """The progression of 442 patients' diabetes after a year, from ten measurements: a number."""
+    frame = load_diabetes(as_frame=True).frame.rename(columns={"target": "progression"})
+    path = folder / "diabetes.csv"
+    frame.to_csv(path, index=False)
+    return f"defaults: [table, _self_]\npath: {path}\ntarget: progression\n"
 
 
 def write_images(folder) -> str:
@@ -69,11 +78,15 @@ def write_images(folder) -> str:
     return f"defaults: [images, _self_]\nroot: {folder / 'images'}\nimage_size: 20\n"
 
 
-@pytest.mark.slow  # a render and its machinery tests, for each kind of data
-@pytest.mark.parametrize("write", [write_wine, write_images], ids=["table", "images"])
-def test_the_machinery_tests_pass_with_the_users_data_as_the_default(write, tmp_path):
+@pytest.mark.slow  # a render and its machinery tests, for each kind of data and task
+@pytest.mark.parametrize(
+    ("write", "model"),
+    [(write_wine, "classifier"), (write_diabetes, "regressor"), (write_images, "classifier")],
+    ids=["table", "regression", "images"],
+)
+def test_the_machinery_tests_pass_with_the_users_data_as_the_default(write, model, tmp_path):
     project = render(tmp_path / "render")
-    make_default(project, write(tmp_path))
+    make_default(project, write(tmp_path), model)
     result = run_in(
         project,
         "-m",

@@ -66,6 +66,18 @@ SHIPPED_DATA = ["digits", "images", "table", "text"]
 DIGITS = ["data=digits"]
 
 
+def with_model(command: str, overrides) -> list[str]:
+    """The example data are classes: a training that names a shipped data config and no model
+    trains the project's classifier, whatever model configs/train.yaml names for the user's data
+    (a regressor, for a target of numbers)."""
+    if command not in ("train", "train.py"):
+        return list(overrides)
+    named = {override.partition("=")[2] for override in overrides if override.startswith("data=")}
+    if not named & {*SHIPPED_DATA} or any(override.startswith("model=") for override in overrides):
+        return list(overrides)
+    return ["model=classifier", *overrides]
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--data",
@@ -113,8 +125,7 @@ def pytest_runtest_setup(item):
 
 def compose_config(name: str, output_dir: Path, overrides=(), quiet: bool = True) -> DictConfig:
     """The config `python <name>.py <overrides>` would run with, writing to `output_dir`."""
-    if quiet:
-        overrides = [*QUIET, *overrides]
+    overrides = with_model(name, [*QUIET, *overrides] if quiet else overrides)
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
         cfg = compose(name, overrides=list(overrides), return_hydra_config=True)
     HydraConfig.instance().set_config(cfg)
@@ -138,10 +149,6 @@ def contract_of(datamodule) -> dict:
     """The data contract a set-up datamodule declares, in its JSON form: the one place the tests
     read it from a datamodule."""
     return datamodule.contract.to_dict()
-
-
-def class_names(datamodule) -> list[str]:
-    return contract_of(datamodule)["target"]["class_names"]
 
 
 def raw_samples(datamodule, split: str, positions) -> tuple[np.ndarray | pd.DataFrame, list[str]]:
@@ -198,12 +205,54 @@ def default_datamodule(output_dir: Path, overrides=()):
     return build_datamodule(compose_config("train", output_dir, overrides))
 
 
+def labels_of(dataset) -> np.ndarray:
+    """A split's targets: held in memory, or image files' labels."""
+    return np.asarray(dataset.targets if hasattr(dataset, "targets") else dataset.labels)
+
+
 def majority_share(datamodule, split: str = "test") -> float:
     """The accuracy of always answering a split's most frequent class: the most a model that
     learned nothing reaches."""
-    dataset = datamodule.splits[split]  # in memory, or image files with their labels
-    labels = np.asarray(dataset.targets if hasattr(dataset, "targets") else dataset.labels)
+    labels = labels_of(datamodule.splits[split])
     return np.bincount(labels).max() / len(labels)
+
+
+# Each shipped task's score, as training logs it (`val/<score>`, `test/<score>`): how well a model
+# learned, higher is better.
+SCORES = {"classification": "acc", "regression": "r2"}
+
+
+def score_of(datamodule) -> str:
+    return SCORES[contract_of(datamodule)["target"]["task"]]
+
+
+def chance(datamodule, split: str = "test") -> float:
+    """The score of a model that learned nothing: the share of the split's most frequent class,
+    or the R² of always answering the training split's mean (0 or below)."""
+    if contract_of(datamodule)["target"]["task"] == "classification":
+        return majority_share(datamodule, split)
+    mean = labels_of(datamodule.splits["train"]).mean(dtype=np.float64)
+    values = labels_of(datamodule.splits[split]).astype(np.float64)
+    return 1 - ((values - mean) ** 2).sum() / ((values - values.mean()) ** 2).sum()
+
+
+@pytest.fixture(scope="session")
+def task(tmp_path_factory) -> str:
+    """The default data's task: `classification` or `regression`."""
+    return contract_of(default_datamodule(tmp_path_factory.mktemp("task")))["target"]["task"]
+
+
+@pytest.fixture(scope="session")
+def watched(tmp_path_factory) -> tuple[str, str]:
+    """The default model's monitored metric, and which way is better (`min` or `max`)."""
+    model = compose_config("train", tmp_path_factory.mktemp("watched")).model
+    return model.monitor, model.mode
+
+
+@pytest.fixture(scope="session")
+def score(task) -> str:
+    """The score of the default data's task: `acc` for classes, `r2` for numbers."""
+    return SCORES[task]
 
 
 def read_checkpoint(path: Path) -> dict:
@@ -222,19 +271,35 @@ def trained_data(run: Path):
     return model, datamodule
 
 
-def eager_classes(model, datamodule, count: int, split: str = "test") -> list[str]:
-    """The class names the trained model itself (torch, eager) gives the first `count` samples of
-    a split: what predict and serve must answer for the same raw inputs."""
-    import torch
+def eager_answers(model, datamodule, count: int, split: str = "test") -> list:
+    """What the trained model itself (torch, eager) answers for the first `count` samples of a
+    split, as its task decodes them (class names, or values): what predict and serve must
+    answer for the same raw inputs."""
+    from {{ cookiecutter.package }} import targets
 
-    indices = []
+    outputs = []
     with torch.inference_mode():
         for inputs, _ in datamodule.loader(split, as_evaluated=True):
-            indices += model(inputs).argmax(-1).tolist()
-            if len(indices) >= count:
+            outputs.append(model(inputs).numpy())
+            if sum(map(len, outputs)) >= count:
                 break
-    indices = indices[:count]
-    return [class_names(datamodule)[index] for index in indices]
+    target = datamodule.contract.target
+    decoded = targets.get(target.task).decode(np.concatenate(outputs)[:count], target)
+    return [answer(prediction) for prediction in decoded]
+
+
+def answer(prediction: dict) -> str | float:
+    """A prediction's class, or its value."""
+    return prediction["class"] if "class" in prediction else prediction["value"]
+
+
+def answers_agree(predictions: list[dict], answers: list) -> bool:
+    """Predictions give the classes of `answers`, or their values up to float32 rounding."""
+    given = [answer(prediction) for prediction in predictions]
+    return len(given) == len(answers) and all(
+        mine == theirs if isinstance(theirs, str) else mine == pytest.approx(theirs, rel=1e-4)
+        for mine, theirs in zip(given, answers, strict=True)
+    )
 
 
 def start_cli(
@@ -251,7 +316,7 @@ def start_cli(
     variables to this process's; None removes one."""
     env = {**os.environ, "PYTHONPATH": str(root / "src"), **(env or {})}
     return subprocess.Popen(
-        [sys.executable, *launcher, str(root / script), *overrides],
+        [sys.executable, *launcher, str(root / script), *with_model(script, overrides)],
         cwd=cwd or root,
         env={name: value for name, value in env.items() if value is not None},
         text=True,

@@ -255,7 +255,7 @@ def test_targets_are_allowed_only_where_they_are_defined():
         assert not is_allowed(target, allowed), target
 
 
-def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_path):
+def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_path, score):
     real = read_checkpoint(trained_run / "checkpoints" / "best.ckpt")
     net = real["config"]["model"]["net"]
     # The same network, as a class of a module of the user's.
@@ -268,7 +268,7 @@ def test_the_user_can_allow_a_module_of_their_own_in_config(trained_run, tmp_pat
     metrics = evaluate(compose_config("eval", tmp_path / "allowed", [*overrides, allow]))
     # The trained weights, evaluated as the run itself evaluated them.
     trained = json.loads((trained_run / "metrics.json").read_text())
-    assert metrics["test/acc"] == trained["test/acc"]
+    assert metrics[f"test/{score}"] == trained[f"test/{score}"]
 
 
 @pytest.mark.parametrize(

@@ -281,17 +281,20 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "model.optimizer (lr='abc', weight_decay=0.0001) is refused by torch.optim.AdamW: ",
         ),
         (["model.optimizer.lr=-1"], "model.optimizer (lr=-1, weight_decay=0.0001) is refused"),
-        (
-            ["+model.foo=1"],
+        (  # the classes of the digits, for the project's classifier, as the next two
+            [*DIGITS, "+model.foo=1"],
             "Classifier.__init__() got an unexpected keyword argument 'foo': the keys of a "
             "config are the arguments of the class it names",
         ),
         (["+data.foo=1"], "ContractDataModule.__init__() got an unexpected keyword argument"),
-        (["model.num_classes=1"], "model.num_classes=1, but the data has "),
+        ([*DIGITS, "model.num_classes=1"], "model.num_classes=1, but the data has "),
         # A config of the user's own that extends no shipped one, as if written without defaults.
         (["~model._target_"], "the model config names no class (no _target_): begin it with "),
         (["~data._target_"], "the data config names no class (no _target_): begin it with "),
-        (["model/net=mlp", "model.net.num_classes=1"], "model.net.num_classes=1, but the data "),
+        (
+            [*DIGITS, "model/net=mlp", "model.net.num_classes=1"],
+            "model.net.num_classes=1, but the data ",
+        ),
         (["model/net=mlp", "model.net.in_features=1"], "model.net.in_features=1, but the data "),
         (
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
@@ -472,12 +475,10 @@ def limit_file_size(size: int):
 
 
 @pytest.mark.slow  # an export.py process
-def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(
-    trained_run, tmp_path
-):
+def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(digits_run, tmp_path):
     export_dir = tmp_path / "disk" / "export"
-    overrides = [
-        f"ckpt_path={trained_run / 'checkpoints' / 'best.ckpt'}",
+    overrides = [  # the CNN of the digits: a model.onnx of a known size
+        f"ckpt_path={digits_run / 'checkpoints' / 'best.ckpt'}",
         "formats=[onnx]",
         f"output_dir={export_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",

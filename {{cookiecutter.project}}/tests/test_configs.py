@@ -9,12 +9,12 @@ from conftest import (
     CONFIGS,
     DIGITS,
     SHIPPED_DATA,
-    class_names,
     compose_config,
     example_overrides,
 )
 from hydra.utils import instantiate
 
+from {{ cookiecutter.package }} import targets
 from {{ cookiecutter.package }}.builders import (
     build_datamodule,
     build_model,
@@ -49,15 +49,18 @@ CASES = [(group, option) for group in GROUPS for option in options(group)]
 @pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
 def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, request):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    # A shipped data option reads the example data (one of your own, its own); the others build
-    # on the default data.
-    data = (
-        example_overrides(option, request.getfixturevalue("example_data"))
-        if group == "data" and option in SHIPPED_DATA
-        else []
-    )
+    # A shipped data option reads the example data (one of your own, its own), and the project's
+    # models example data of their task; the others build on the default data.
+    data = []
+    if group == "data" and option in SHIPPED_DATA:
+        data = example_overrides(option, request.getfixturevalue("example_data"))
     if group == "data" and option == "stream":
         data = [f"data.input_dir={request.getfixturevalue('stream')}"]
+    if group == "model" and option == "classifier":
+        data = DIGITS
+    if group == "model" and option == "regressor":
+        regression = example_overrides("table+regressor", request.getfixturevalue("example_data"))
+        data = ["data=table", *regression]
     cfg = compose_config("train", tmp_path, [f"{group}={option}", *data], quiet=False)
     # The data first: it decides the shapes the model is built for.
     datamodule = build_datamodule(cfg)
@@ -112,7 +115,8 @@ def test_network_shapes_come_from_the_data_config(tmp_path):
         shapes = {key: net[key] for key in SHAPES if key in net}
         assert shapes and shapes == {key: cfg.data[SHAPES[key]] for key in shapes}
         assert None not in shapes.values()
-        assert cfg.model.num_classes == cfg.data.num_classes == len(class_names(datamodule))
+        target = datamodule.contract.target  # classes, or one value
+        assert net.num_classes == targets.get(target.task).outputs(target)
 
 
 @pytest.mark.parametrize(

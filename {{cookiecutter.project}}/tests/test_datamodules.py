@@ -23,6 +23,9 @@ from {{ cookiecutter.package }}.kinds.image import normalize
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
 from {{ cookiecutter.package }}.kinds.text import encode as encode_texts
 
+# What a batch's targets are, for each shipped task.
+TARGET_DTYPES = {"classification": torch.long, "regression": torch.float32}
+
 
 def build(data_overrides, tmp_path, *overrides):
     cfg = compose_config("train", tmp_path, [*data_overrides, *overrides])
@@ -30,7 +33,7 @@ def build(data_overrides, tmp_path, *overrides):
 
 
 def from_raw(datamodule, split: str, positions: list[int]) -> tuple[np.ndarray, list[str]]:
-    """The model inputs and class names of some samples, computed by kinds/ (numpy,
+    """The model inputs and labels of some samples, computed by kinds/ (numpy,
     Pillow, pandas and tokenizers: what predict and serve run) from the raw files or rows."""
     raw, labels = raw_samples(datamodule, split, positions)
     preprocessing = datamodule.contract.preprocessing
@@ -48,9 +51,10 @@ def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_pat
     assert type(datamodule.contract).from_dict(contract, "the test") == datamodule.contract
     inputs, targets = next(iter(datamodule.train_dataloader()))
     assert list(inputs.shape[1:]) == contract["input"]["shape"]
-    # Values as float32, or token ids as int64 (texts).
+    # Values as float32, or token ids as int64 (texts); class indices, or a standardized value.
     assert str(inputs.dtype) == f"torch.{contract['input']['dtype']}"
-    assert contract["input"]["dtype"] in ("float32", "int64") and targets.dtype == torch.long
+    assert contract["input"]["dtype"] in ("float32", "int64")
+    assert targets.dtype == TARGET_DTYPES[contract["target"]["task"]]
     # What the data knows is in the config that the model is built from.
     known = {key: value for key, value in datamodule.shapes.items() if value is not None}
     assert known and {key: cfg.data[key] for key in known} == known
@@ -58,14 +62,18 @@ def test_the_contract_is_plain_json_and_gives_the_shapes(data_overrides, tmp_pat
 
 def test_samples_are_what_preprocess_computes_from_the_raw_data(data_overrides, tmp_path):
     datamodule, _ = build(data_overrides, tmp_path)
-    names = contract_of(datamodule)["target"]["class_names"]
+    target = contract_of(datamodule)["target"]
     for split in ("val", "test"):
         dataset = datamodule.splits[split]
         positions = list(range(min(5, len(dataset))))
         expected, labels = from_raw(datamodule, split, positions)
         samples = [dataset[p] for p in positions]
         np.testing.assert_array_equal(np.stack([x.numpy() for x, _ in samples]), expected)
-        assert [names[int(y)] for _, y in samples] == labels
+        if target["task"] == "regression":  # standardized, back in the target's units
+            values = [float(y) * target["std"] + target["mean"] for _, y in samples]
+            assert values == pytest.approx([float(label) for label in labels], rel=1e-5, abs=1e-4)
+        else:
+            assert [target["class_names"][int(y)] for _, y in samples] == labels
 
 
 def test_splits_are_disjoint_and_reproducible_from_split_seed(data_overrides, tmp_path):

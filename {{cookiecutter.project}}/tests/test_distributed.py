@@ -161,7 +161,7 @@ def test_sigterm_to_the_launching_process_stops_every_rank_with_one_line(tmp_pat
 
 
 @pytest.mark.slow
-def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path):
+def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path, score):
     logs, sweep = tmp_path / "logs", tmp_path / "sweep"
     result = run_cli(
         "train.py",
@@ -183,7 +183,7 @@ def test_multirun_with_ddp_runs_each_job_once_in_its_own_directory(tmp_path):
     for job, lr in (("0", 0.001), ("1", 0.01)):
         job_dir = sweep / job
         assert f"lr: {lr}" in (job_dir / "config.yaml").read_text()
-        assert "val/acc" in json.loads((job_dir / "metrics.json").read_text())
+        assert f"val/{score}" in json.loads((job_dir / "metrics.json").read_text())
         assert (job_dir / "train_ddp_process_1.log").is_file()  # rank 1 ran in the job's directory
 
 

@@ -6,11 +6,11 @@ import pytest
 import torch
 from conftest import (
     QUIET,
+    chance,
     compose_config,
     default_data,
     default_datamodule,
     kept_in_log,
-    majority_share,
     read_checkpoint,
     run_cli,
 )
@@ -19,17 +19,17 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.eval import evaluate
 
 
-def test_eval_reproduces_the_test_metrics_of_the_run(trained_run, tmp_path):
+def test_eval_reproduces_the_test_metrics_of_the_run(trained_run, tmp_path, score):
     best = trained_run / "checkpoints" / "best.ckpt"
     evaluate(compose_config("eval", tmp_path, [f"ckpt_path={best}"]))
     trained = json.loads((trained_run / "metrics.json").read_text())
     evaluated = json.loads((tmp_path / "metrics.json").read_text())
-    assert evaluated["test/acc"] == trained["test/acc"]
+    assert evaluated[f"test/{score}"] == trained[f"test/{score}"]
     assert abs(evaluated["test/loss"] - trained["test/loss"]) < 1e-6
 
 
 def test_eval_elsewhere_takes_another_data_config_or_changes_to_the_recorded_one(
-    trained_run, tmp_path
+    trained_run, tmp_path, score
 ):
     best = trained_run / "checkpoints" / "best.ckpt"
     another = [f"data={default_data()}", "data.split_seed=7"]
@@ -38,8 +38,9 @@ def test_eval_elsewhere_takes_another_data_config_or_changes_to_the_recorded_one
         form: evaluate(compose_config("eval", tmp_path / form, [f"ckpt_path={best}", *overrides]))
         for form, overrides in forms.items()
     }
-    chance = majority_share(default_datamodule(tmp_path / "data", ["data.split_seed=7"]))
-    assert metrics["another"]["test/acc"] == metrics["changed"]["test/acc"] > chance
+    reshuffled = default_datamodule(tmp_path / "data", ["data.split_seed=7"])
+    name = f"test/{score}"
+    assert metrics["another"][name] == metrics["changed"][name] > chance(reshuffled)
 
 
 def test_eval_checks_the_data_options_it_is_given(trained_run, tmp_path):
@@ -65,13 +66,13 @@ def test_eval_on_data_of_another_kind_is_one_line(trained_run, tmp_path):
 
 
 @pytest.mark.slow  # an eval.py process
-def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path):
+def test_eval_cli_writes_metrics_to_its_run_dir(trained_run, tmp_path, score):
     best = trained_run / "checkpoints" / "best.ckpt"
     result = run_cli("eval.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path}", *QUIET[:3])
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "metrics.json").read_text())
     trained = json.loads((trained_run / "metrics.json").read_text())
-    assert metrics["test/acc"] == trained["test/acc"]
+    assert metrics[f"test/{score}"] == trained[f"test/{score}"]
     # Lightning prints its table of them on the console only; eval.log keeps them too.
     rows = [line.split() for line in kept_in_log(tmp_path / "eval.log")[2:]]
     assert rows == [[name, str(value)] for name, value in sorted(metrics.items())]

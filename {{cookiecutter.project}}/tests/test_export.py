@@ -54,16 +54,15 @@ def test_manifest_describes_the_input_and_checksums_every_file(exported_run, tmp
     contract = contract_of(default_datamodule(tmp_path))
     shape = model_shape(contract["input"]["kind"], contract["input"]["shape"])
     assert manifest["input"] == {"name": "input", **contract["input"], "shape": ["batch", *shape]}
-    assert manifest["input"]["dtype"] == "float32"
     assert manifest["preprocessing"] == contract["preprocessing"]
-    assert manifest["task"] == contract["target"]["task"] == "classification"
-    assert manifest["target"]["class_names"] == contract["target"]["class_names"]
+    assert manifest["task"] == contract["target"]["task"]
+    assert manifest["target"] == contract["target"]  # class names, or a value's units and scale
     assert manifest["opset"] == 18
     assert manifest["versions"]["torch"] == torch.__version__
     assert not list(exported_run.glob(".*partial*"))  # nothing half-written left behind
 
 
-def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run):
+def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run, task):
     report = read(exported_run / "report.json")
     assert report["passed"] and not report["failures"]
     assert set(report["results"]) == {"eager", *FILES}
@@ -72,7 +71,8 @@ def test_report_holds_parity_and_latency_per_format_and_batch_size(exported_run)
         assert set(result["latency_spread"]) == {"1", "37", "64"}
         assert all(spread >= 0 for spread in result["latency_spread"].values())
         assert all(check["max_abs_diff"] <= report["atol"] for check in result["parity"].values())
-        assert all(check["argmax_agreement"] == 1.0 for check in result["parity"].values())
+        if task == "classification":  # and the same class for every sample
+            assert all(check["argmax_agreement"] == 1.0 for check in result["parity"].values())
         assert all(ms > 0 for ms in result["latency_ms"].values())
 
 

@@ -146,8 +146,10 @@ def test_an_own_input_kind_trains_exports_predicts_and_has_a_page(project, tmp_p
         done = run_cli(script, *overrides, f"hydra.run.dir={runs / script[:-3]}", root=project)
         assert done.returncode == 0, done.stderr[-3000:]
 
-    # The project's models declare networks for images and tables: the user picks one.
-    cli("train.py", *QUIET, "data=moons", "model/net=mlp", "trainer.max_epochs=5")
+    # The project's models declare networks for images and tables: the user picks one. The moons
+    # are two classes: the classifier, whatever model the default data needs.
+    moons = ["data=moons", "model=classifier", "model/net=mlp"]
+    cli("train.py", *QUIET, *moons, "trainer.max_epochs=5")
     metrics = json.loads((runs / "train" / "metrics.json").read_text())
     assert metrics["test/acc"] > 0.8  # the moons separate well; a broken kind would not learn
     cli("export.py", f"ckpt_path={runs / 'train' / 'checkpoints' / 'best.ckpt'}", "formats=[onnx]")

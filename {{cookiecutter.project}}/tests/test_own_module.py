@@ -11,6 +11,7 @@ import pytest
 import torch
 from conftest import (
     ALLOWED,
+    DIGITS,
     QUIET,
     copy_project,
     default_datamodule,
@@ -185,8 +186,8 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
 )
 def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, message, tmp_path):
     run = tmp_path / "run"
-    result = cli(
-        project, "train.py", *QUIET, "model=tiny", "trainer.max_epochs=1", *overrides,
+    result = cli(  # a module of classes, on the digits' whatever the default data
+        project, "train.py", *QUIET, *DIGITS, "model=tiny", "trainer.max_epochs=1", *overrides,
         f"hydra.run.dir={run}",
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
@@ -247,7 +248,7 @@ def test_a_module_without_a_part_is_told_which_in_one_line(project, variant, tmp
     source, script, message = VARIANTS[variant]
     add_module(project, "variant", source, request)
     run = tmp_path / "train"
-    overrides = [*QUIET, "model=variant", "trainer.max_epochs=2", f"hydra.run.dir={run}"]
+    overrides = [*QUIET, *DIGITS, "model=variant", "trainer.max_epochs=2", f"hydra.run.dir={run}"]
     trained = cli(project, "train.py", *overrides)
     if script == "train.py":
         assert trained.returncode == 1
@@ -275,7 +276,7 @@ def test_a_module_without_a_part_is_told_which_in_one_line(project, variant, tmp
 def test_a_checkpoint_whose_module_is_gone_says_so(project, tmp_path, request):
     module = add_module(project, "gone", MODULE, request)
     run = tmp_path / "train"
-    overrides = [*QUIET, "model=gone", "trainer.max_epochs=1", f"hydra.run.dir={run}"]
+    overrides = [*QUIET, *DIGITS, "model=gone", "trainer.max_epochs=1", f"hydra.run.dir={run}"]
     trained = cli(project, "train.py", *overrides)
     assert trained.returncode == 0, trained.stderr[-3000:]
     module.unlink()  # moved or deleted since training
@@ -323,7 +324,7 @@ def test_an_own_module_serves_a_table(project, example_data, tmp_path):
 
 @pytest.mark.slow  # two evaluations, each its own process
 def test_a_module_no_setting_allows_is_refused_until_configured(
-    project, trained_run, tmp_path, request
+    project, trained_run, tmp_path, request, score
 ):
     # The user's module placed outside the allowed modules, and a checkpoint that names it.
     elsewhere = project / "src" / PACKAGE / "experimental"
@@ -351,7 +352,6 @@ def test_a_module_no_setting_allows_is_refused_until_configured(
     allowed = f"allowed_targets=[{','.join([*ALLOWED, f'{PACKAGE}.experimental'])}]"
     accepted = cli(project, "eval.py", *overrides, allowed, f"hydra.run.dir={tmp_path / 'ok'}")
     assert accepted.returncode == 0, accepted.stderr[-3000:]
-    trained = json.loads((trained_run / "metrics.json").read_text())
-    assert json.loads((tmp_path / "ok" / "metrics.json").read_text())["test/acc"] == pytest.approx(
-        trained["test/acc"], abs=1e-6
-    )
+    trained = json.loads((trained_run / "metrics.json").read_text())[f"test/{score}"]
+    evaluated = json.loads((tmp_path / "ok" / "metrics.json").read_text())[f"test/{score}"]
+    assert evaluated == pytest.approx(trained, abs=1e-6)

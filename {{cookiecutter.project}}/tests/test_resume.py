@@ -126,7 +126,9 @@ def test_ctrl_c_stops_a_run_started_with_it_ignored(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tmp_path):
+def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(
+    tmp_path, score, watched
+):
     run_dir = tmp_path / "run"
     last = run_dir / "checkpoints" / "last.ckpt"
     short = ["+trainer.limit_train_batches=4", "+trainer.limit_val_batches=1"]
@@ -147,13 +149,14 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
     result = run_cli("train.py", *command)  # the command it says, which completes the run
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert {"train/loss", "val/acc", "val/acc_best", "test/acc"} <= metrics.keys()
+    assert {"train/loss", f"val/{score}", f"val/{score}_best", f"test/{score}"} <= metrics.keys()
 
     # Once more: the run is complete and nothing changes (Hydra's log only grows).
     before = files(run_dir)
     result = run_cli("train.py", *command)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert f"run {run_dir} is complete (val/loss_best={metrics['val/loss_best']})" in result.stdout
+    best = f"{watched[0]}_best"
+    assert f"run {run_dir} is complete ({best}={metrics[best]})" in result.stdout
     after = files(run_dir)
     assert after.pop(run_dir / "train.log").startswith(before.pop(run_dir / "train.log"))
     assert after == before
@@ -187,7 +190,7 @@ def test_a_stopped_run_fails_then_resumes_and_its_directory_keeps_its_records(tm
 
 
 @pytest.mark.slow  # train.py as processes
-def test_files_sent_apart_from_the_run_directory_keep_the_run_s_settings_too(tmp_path):
+def test_files_sent_apart_from_the_run_directory_keep_the_run_s_settings_too(tmp_path, watched):
     """paths.output_dir puts the run's files apart from its run directory, which is new each
     time: the settings go with the files, and a run with others is refused there too, rather
     than reporting (or resuming) the earlier run as its own."""
@@ -198,7 +201,7 @@ def test_files_sent_apart_from_the_run_directory_keep_the_run_s_settings_too(tmp
     before = files(output_dir)
     again = run_cli("train.py", *command, cwd=tmp_path)
     assert again.returncode == 0
-    assert "is complete (val/loss_best=" in again.stdout
+    assert f"is complete ({watched[0]}_best=" in again.stdout
     assert "to train again, choose a new paths.output_dir" in again.stdout
     other = run_cli("train.py", *command, "model.optimizer.lr=0.01", cwd=tmp_path)
     lr = compose_config("train", tmp_path / "default").model.optimizer.lr

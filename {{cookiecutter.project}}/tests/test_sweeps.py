@@ -15,7 +15,7 @@ SECRET = "0123456789abcdef0123456789abcdef01234567"
 
 
 @pytest.mark.slow
-def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
+def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path, watched):
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"  # as several machines would share a study
     result = run_cli(
         "train.py",
@@ -29,14 +29,16 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     trials = sorted(path for path in tmp_path.iterdir() if path.is_dir())
     assert [trial.name for trial in trials] == ["0", "1", "2"]
+    monitor, mode = watched  # the default model's, which the search optimizes
     scores = {
-        trial.name: json.loads((trial / "metrics.json").read_text())["val/loss_best"]
+        trial.name: json.loads((trial / "metrics.json").read_text())[f"{monitor}_best"]
         for trial in trials
     }
     best = yaml.safe_load((tmp_path / "optimization_results.yaml").read_text())
-    assert best["best_value"] == min(scores.values())  # the classifier's monitor: val/loss
+    better = min if mode == "min" else max
+    assert best["best_value"] == better(scores.values())
     # The reported parameters are those the best trial ran with.
-    best_trial = tmp_path / min(scores, key=scores.get)
+    best_trial = tmp_path / better(scores, key=scores.get)
     overrides = yaml.safe_load((best_trial / ".hydra" / "overrides.yaml").read_text())
     searched = dict(override.split("=", 1) for override in overrides if "=" in override)
     assert set(best["best_params"]) == {
@@ -97,13 +99,13 @@ def test_a_sweep_goes_on_past_a_diverged_trial_and_ends_in_one_line_if_none_fini
 
 
 @pytest.mark.slow
-def test_a_search_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path):
+def test_a_search_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_path, watched):
     search = ["hparams_search=optuna", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path}"]
     result = run_cli("train.py", *search, "optimized_metric=val/nothing", *JOB)
     assert result.returncode == 1
     line = result.stderr.splitlines()[-1]
     assert line.startswith("error: optimized_metric=val/nothing is not a metric of this run;")
-    assert "val/loss" in line  # the choices
+    assert watched[0] in line  # the choices
     # A grid reads nothing back: its jobs run all the same.
     grid = ["-m", f"hydra.sweep.dir={tmp_path / 'grid'}"]
     result = run_cli("train.py", *grid, "optimized_metric=val/nothing", *JOB)
@@ -111,14 +113,15 @@ def test_a_search_optimizing_a_metric_no_run_logs_is_refused_in_one_line(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path):
+def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path, watched):
     def sweep(*learning_rates: str):
         grid = ["-m", f"model.optimizer.lr={','.join(learning_rates)}", *JOB]
         return run_cli("train.py", *grid, f"hydra.sweep.dir={tmp_path}")
 
     assert sweep("0.001", "0.01").returncode == 0
     again = sweep("0.001", "0.01")  # as after an interruption: each finished job says so
-    assert again.returncode == 0 and again.stdout.count(" is complete (val/loss_best=") == 2
+    assert again.returncode == 0
+    assert again.stdout.count(f" is complete ({watched[0]}_best=") == 2
     records = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     other = sweep("0.1", "0.01")  # job 0 would find the finished run of another rate
     assert other.returncode == 1

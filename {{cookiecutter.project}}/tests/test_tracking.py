@@ -29,6 +29,12 @@ TAGS = ["digits", "readback"]
 DIAGNOSTICS = ["train/grad_norm", "perf/samples_per_sec", "perf/data_wait_frac"]
 # Logged at steps 1, 3, 5, ... (0-based) like train/loss: 2 epochs of 4 batches.
 LOGGED_STEPS = [1, 3, 5, 7]
+# What each task draws of a validation (`val/<name>`, plots/<name>.png), and the curves of a run.
+PICTURES = {
+    "classification": ["confusion_matrix"],
+    "regression": ["predicted_vs_true", "residuals"],
+}
+CURVES = {"classification": ["loss", "accuracy", "lr"], "regression": ["loss", "lr"]}
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +47,8 @@ def logged_run(tmp_path_factory):
         "+logger.wandb.offline=true",
         f"tags=[{','.join(TAGS)}]",
         "trainer.max_epochs=2",
-        "callbacks.confusion_matrix.min_interval_s=0",
+        "callbacks.confusion_matrix.min_interval_s=0",  # a picture each validation, of either task
+        "callbacks.regression_plots.min_interval_s=0",
         "trainer.log_every_n_steps=2",
         "+trainer.limit_train_batches=4",
         "+trainer.limit_val_batches=2",
@@ -76,26 +83,25 @@ def test_csv_has_diagnostics_at_the_logging_steps_of_train_loss(logged_run):
     assert hparams["tags"] == TAGS
 
 
-def test_tensorboard_event_files_hold_scalars_and_the_confusion_matrix(logged_run):
+def test_tensorboard_event_files_hold_scalars_and_the_validation_pictures(logged_run, task, score):
     output_dir, _ = logged_run
     events = EventAccumulator(
         str(output_dir / "tensorboard"), size_guidance={"images": 0, "scalars": 0}
     )
     events.Reload()
-    scalars = events.Tags()["scalars"]
-    assert {"train/loss", "val/acc", "val/acc_best", "test/acc", "lr-AdamW", *DIAGNOSTICS} <= set(
-        scalars
-    )
+    scores = {f"val/{score}", f"val/{score}_best", f"test/{score}"}
+    assert {"train/loss", *scores, "lr-AdamW", *DIAGNOSTICS} <= set(events.Tags()["scalars"])
     assert [event.step for event in events.Scalars("train/grad_norm")] == LOGGED_STEPS
-    images = events.Images("val/confusion_matrix")
-    assert len(images) == 2  # one per validation epoch, sanity check excluded
-    assert images[0].encoded_image_string.startswith(b"\x89PNG")
+    for name in PICTURES[task]:
+        images = events.Images(f"val/{name}")
+        assert len(images) == 2  # one per validation epoch, sanity check excluded
+        assert images[0].encoded_image_string.startswith(b"\x89PNG")
     assert (
         yaml.safe_load((output_dir / "tensorboard" / "hparams.yaml").read_text())["tags"] == TAGS
     )
 
 
-def test_wandb_offline_run_file_read_back_with_wandb(logged_run):
+def test_wandb_offline_run_file_read_back_with_wandb(logged_run, task, score):
     output_dir, _ = logged_run
     (run_file,) = output_dir.glob("wandb/offline-run-*/run-*.wandb")
     inspect = [sys.executable, "-m", "wandb", "leet", "inspect", str(run_file), "--json"]
@@ -111,15 +117,16 @@ def test_wandb_offline_run_file_read_back_with_wandb(logged_run):
     assert config["model"]["optimizer"]["lr"] == 0.003
     history = [record["history"]["item"] for record in records if record["type"] == "history"]
     logged = {key for item in history for key in item}
-    assert {"train/loss", "val/acc", "test/acc", *DIAGNOSTICS} <= logged
-    images = [item for item in history if "val/confusion_matrix._type" in item]
-    assert [image["val/confusion_matrix._type"] for image in images] == ["images/separated"] * 2
-    for image in images:
-        (filename,) = image["val/confusion_matrix.filenames"]
-        assert (run_file.parent / "files" / filename).read_bytes().startswith(b"\x89PNG")
+    assert {"train/loss", f"val/{score}", f"test/{score}", *DIAGNOSTICS} <= logged
+    for name in PICTURES[task]:
+        images = [item for item in history if f"val/{name}._type" in item]
+        assert [image[f"val/{name}._type"] for image in images] == ["images/separated"] * 2
+        for image in images:
+            (filename,) = image[f"val/{name}.filenames"]
+            assert (run_file.parent / "files" / filename).read_bytes().startswith(b"\x89PNG")
 
 
-def test_mlflow_run_read_back_with_the_mlflow_client(logged_run):
+def test_mlflow_run_read_back_with_the_mlflow_client(logged_run, task, score):
     from mlflow.tracking import MlflowClient
 
     output_dir, cfg = logged_run
@@ -131,19 +138,20 @@ def test_mlflow_run_read_back_with_the_mlflow_client(logged_run):
     assert run.data.params["tags"] == str(TAGS)
     assert run.data.params["model/optimizer/lr"] == "0.003"
     assert int(run.data.params["run/parameters/total"]) > 0
-    assert {"val/acc", "val/acc_best", "test/acc", *DIAGNOSTICS} <= run.data.metrics.keys()
+    scores = {f"val/{score}", f"val/{score}_best", f"test/{score}"}
+    assert {*scores, *DIAGNOSTICS} <= run.data.metrics.keys()
     history = client.get_metric_history(run.info.run_id, "train/grad_norm")
     assert sorted(metric.step for metric in history) == LOGGED_STEPS
     images = [artifact.path for artifact in client.list_artifacts(run.info.run_id, "images")]
-    assert sum(path.endswith(".png") for path in images) == 2
+    assert sum(path.endswith(".png") for path in images) == 2 * len(PICTURES[task])
     assert Path(experiment.artifact_location.removeprefix("file://")).is_relative_to(
         output_dir / "logs"
     )
 
 
-def test_plots_are_pngs_in_the_run_dir(logged_run):
+def test_plots_are_pngs_in_the_run_dir(logged_run, task):
     output_dir, _ = logged_run
-    for name in ["loss", "accuracy", "lr", "confusion_matrix"]:
+    for name in [*CURVES[task], *PICTURES[task]]:
         image = imread(output_dir / "plots" / f"{name}.png")
         assert image.ndim == 3 and min(image.shape[:2]) > 100, name
     assert not list((output_dir / "plots").glob(".*"))  # no partial files left behind
