@@ -181,8 +181,14 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
             "error: TinyModule.__init__() got an unexpected keyword argument 'dropout': the keys "
             "of a config are the arguments of the class it names",
         ),
+        (  # numbers to predict: its config reads classes that such data does not have
+            ["data.task=regression"],
+            "error: TinyModule is a classification model (num_classes: ${data.num_classes}), but "
+            "data 'digit' is a regression target: pass model=regressor, or "
+            "data.task=classification to read it as class labels",
+        ),
     ],
-    ids=["unlogged-monitor", "no-monitor", "unknown-argument"],
+    ids=["unlogged-monitor", "no-monitor", "unknown-argument", "regression-data"],
 )
 def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, message, tmp_path):
     run = tmp_path / "run"

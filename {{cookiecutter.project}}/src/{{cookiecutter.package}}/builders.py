@@ -141,7 +141,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     choose_network(cfg, datamodule)
     check_values(cfg.model.get("net"), "model.net")  # with settings that no network declared
     if datamodule is not None:
-        check_task(target_of(cfg.model, "model"), datamodule.contract.target)
+        check_task(target_of(cfg.model, "model"), datamodule.contract.target, cfg.model)
         check_from_data(cfg.model, datamodule.shapes)
         check_network(cfg.model.get("net"), datamodule.contract.input)
     model = instantiate_model(cfg.model)
@@ -229,17 +229,31 @@ def data_kind(data: DictConfig) -> str:
     return kind
 
 
-def check_task(model_class: type, target: Target) -> None:
-    """A classifier needs class labels, a regressor numbers: one line when they differ."""
-    task = getattr(model_class, "task", None)
+def check_task(model_class: type, target: Target, model: DictConfig) -> None:
+    """A classifier needs class labels, a regressor numbers: one line when they differ. A
+    module of the user's own declares no task; one whose config reads the data's classes is a
+    classifier, which data without classes would build with num_classes=None."""
+    task, what = getattr(model_class, "task", None), "model"
+    if task is None and READS_CLASSES in written_class_counts(model):
+        task, what = "classification", f"model (num_classes: {READS_CLASSES})"
     if task is None or task == target.task:
         return
     name = getattr(target, "name", None)
     subject = f"data {name!r}" if name else "the data's target"
     raise UserError(
-        f"{model_class.__name__} is a {task} model, but {subject} is a {target.task} "
+        f"{model_class.__name__} is a {task} {what}, but {subject} is a {target.task} "
         f"target: {targets.get(target.task).HINT}"
     )
+
+
+READS_CLASSES = "${data.num_classes}"
+
+
+def written_class_counts(model: DictConfig) -> list:
+    """The model's and its network's `num_classes`, as written (`${...}` unresolved)."""
+    written = OmegaConf.to_container(model)
+    net = written.get("net")
+    return [written.get("num_classes"), net.get("num_classes") if isinstance(net, dict) else None]
 
 
 # What a config of the user's own that names no class lacks, for the groups users add to.
