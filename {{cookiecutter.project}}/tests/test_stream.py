@@ -23,6 +23,7 @@ from conftest import (
     run_predict,
     start_cli,
     write_inputs,
+    write_texts,
 )
 from probes import digest
 from servers import free_port
@@ -231,6 +232,20 @@ def test_a_streams_checkpoint_exports_and_predicts_from_raw_inputs(stream, tmp_p
     inputs, labels = write_inputs(datamodule, tmp_path / "inputs")
     predictions = run_predict(tmp_path / "export", inputs, tmp_path / "predict")
     assert len(predictions) == len(labels)
+
+
+def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
+    from {{ cookiecutter.package }}.tasks.train import train
+
+    texts = ["data=text", f"data.root={write_texts(tmp_path / 'texts')}", "data.max_length=16"]
+    stream = tmp_path / "stream"
+    optimize(compose_config("optimize", tmp_path, [*texts, f"output_dir={stream}"], quiet=False))
+    overrides = ["data=stream", f"data.input_dir={stream}", "model=classifier", "test=false"]
+    cfg = compose_config("train", tmp_path / "run", [*overrides, "trainer.max_epochs=1"])
+    train(cfg)
+    contract = json.loads((stream / "contract.json").read_text())
+    assert cfg.model.net.vocab_size == contract["preprocessing"]["vocab_size"]
+    assert (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
 
 
 def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):

@@ -193,6 +193,13 @@ class StreamDataModule(ContractDataModule):
     def fit(self, stored: Contract) -> Contract:
         return stored
 
+    @property
+    def shapes(self) -> dict[str, int | None]:
+        # A stream of texts: its tokenizer's size too, which the text networks' embedding needs
+        # (as data.vocab_size, which data=text's config sets and a stream's has not).
+        vocab_size = getattr(self.contract.preprocessing, "vocab_size", None)
+        return {**super().shapes, "vocab_size": vocab_size}
+
     def apply(self, stored: Contract, contract: Contract) -> dict:
         # Each loader opens its split: a StreamingDataset learns the DDP ranks when it is made,
         # and the ranks exist only once the Trainer has started them.
