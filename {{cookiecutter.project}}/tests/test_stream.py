@@ -14,6 +14,7 @@ import boto3
 import pytest
 import torch.distributed as dist
 from conftest import (
+    FAST_LATENCY,
     QUIET,
     ROOT,
     compose_config,
@@ -235,6 +236,7 @@ def test_a_streams_checkpoint_exports_and_predicts_from_raw_inputs(stream, tmp_p
 
 
 def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
+    from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train
 
     texts = ["data=text", f"data.root={write_texts(tmp_path / 'texts')}", "data.max_length=16"]
@@ -245,7 +247,10 @@ def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
     train(cfg)
     contract = json.loads((stream / "contract.json").read_text())
     assert cfg.model.net.vocab_size == contract["preprocessing"]["vocab_size"]
-    assert (tmp_path / "run" / "checkpoints" / "best.ckpt").is_file()
+    # Rebuilt from its checkpoint, with the settings it recorded.
+    best = f"ckpt_path={tmp_path / 'run' / 'checkpoints' / 'best.ckpt'}"
+    overrides = [best, "formats=[onnx]", *FAST_LATENCY]
+    assert export(compose_config("export", tmp_path / "export", overrides, quiet=False))["passed"]
 
 
 def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):

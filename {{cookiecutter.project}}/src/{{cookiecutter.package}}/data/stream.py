@@ -150,6 +150,8 @@ class StreamDataModule(ContractDataModule):
         input_dir: str | None = None,
         cache_dir: str | None = None,
         max_cache_size: str = "50GB",
+        # A stream of texts: its tokenizer's size, which training records (see shapes).
+        vocab_size: int | None = None,
         **common,
     ):
         validated(StreamSettings, {"max_cache_size": max_cache_size}, prefix="data.")
@@ -195,8 +197,8 @@ class StreamDataModule(ContractDataModule):
 
     @property
     def shapes(self) -> dict[str, int | None]:
-        # A stream of texts: its tokenizer's size too, which the text networks' embedding needs
-        # (as data.vocab_size, which data=text's config sets and a stream's has not).
+        # A stream of texts: its tokenizer's size too, which the text networks' embedding reads
+        # as data.vocab_size.
         vocab_size = getattr(self.contract.preprocessing, "vocab_size", None)
         return {**super().shapes, "vocab_size": vocab_size}
 
