@@ -95,6 +95,10 @@ class Transformer(models.Transformer):
     pass
 
 
+class TokenBag(models.TokenBag):
+    pass
+
+
 class ModeProbe(pl.Callback):
     """Records train/eval mode of every module where Lightning should have switched it."""
 

@@ -252,14 +252,17 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     manifest = json.loads((exported_run / "manifest.json").read_text())
     if manifest["input"]["kind"] == "table":
         columns = [column["name"] for column in manifest["preprocessing"]["columns"]]
-        expected = f"expected (N, {len(columns)}): the columns {', '.join(columns)}"
+        expected = f"has shape (3, 5, 7); expected (N, {len(columns)}): the columns "
+        expected += ", ".join(columns)
+    elif manifest["input"]["kind"] == "text":
+        expected = "holds float32 values of shape (3, 5, 7); expected texts"
     else:
         dims = ", ".join(map(str, manifest["input"]["shape"][1:]))
         expected = (
-            f"expected (N, {dims}) or ({dims}): raw arrays are not resized, send image files "
-            "for that"
+            f"has shape (3, 5, 7); expected (N, {dims}) or ({dims}): raw arrays are not "
+            "resized, send image files for that"
         )
-    line = f"error: {tmp_path / 'flat.npy'} has shape (3, 5, 7); {expected}"
+    line = f"error: {tmp_path / 'flat.npy'} {expected}"
     assert result.stderr.strip() == line
     assert not (tmp_path / "run" / "predictions.json").exists()
 
@@ -267,15 +270,16 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
 @pytest.mark.parametrize(
     ("model", "input", "message"),
     [
-        ("{export}", "{tmp}/words.npy", "holds <U5 values; expected raw values as numbers"),
+        # Arrays of words, and a file of no kind, for a model of the digits' raw values.
+        ("{digits}", "{tmp}/words.npy", "holds <U5 values; expected raw values as numbers"),
         (
             "{export}",
             "{tmp}/missing.npy",
             "does not exist; pass input=<a file or folder of inputs, or a .npy array>",
         ),
         (
-            "{export}",
-            "{export}/manifest.json",
+            "{digits}",
+            "{digits}/manifest.json",
             # Each input kind names the files it reads, and the .npy array it takes too.
             "or a .npy array of raw",
         ),
@@ -325,12 +329,13 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     ],
 )
 def test_bad_inputs_name_what_was_expected(
-    exported_run, trained_run, tmp_path, model, input, message
+    exported_run, trained_run, digits_export, tmp_path, model, input, message
 ):
     np.save(tmp_path / "words.npy", np.array(["three", "seven"]))
     without_onnx = shutil.ignore_patterns("*.onnx")
     partial = shutil.copytree(exported_run, tmp_path / "partial", ignore=without_onnx)
     paths = {"export": exported_run, "tmp": tmp_path, "run": trained_run, "partial": partial}
+    paths["digits"] = digits_export
     with pytest.raises(UserError, match=re.escape(message.format(**paths))):
         run_predict(model.format(**paths), input.format(**paths), tmp_path / "run")
     assert not (tmp_path / "run" / "predictions.json").exists()
