@@ -296,6 +296,11 @@ def test_missing_or_unreadable_checkpoints_are_named_in_one_line(tmp_path):
             "model.net.num_classes=1, but the data ",
         ),
         (["model/net=mlp", "model.net.in_features=1"], "model.net.in_features=1, but the data "),
+        (  # a setting of another kind's network (the MLP's depth), for the digits' CNN
+            [*DIGITS, "+model.net.depth=3"],
+            "model.net.depth: SmallCNN, the network for image inputs, has no such setting; it "
+            "takes in_channels, image_size, num_classes, width, dropout, work_size",
+        ),
         (
             ["model._target_={{ cookiecutter.package }}.models.Nope"],
             "model._target_={{ cookiecutter.package }}.models.Nope cannot be imported: ",

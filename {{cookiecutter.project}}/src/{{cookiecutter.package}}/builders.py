@@ -170,6 +170,7 @@ def choose_network(cfg: DictConfig, datamodule=None) -> None:
                 f"model.nets declares no network for {kind} inputs ({', '.join(nets)}): add "
                 f"model.nets.{kind}, or choose one with model/net=<cnn, mlp, transformer or bag>"
             )
+        check_settings_of(nets[kind], net or {}, kind)
         net = OmegaConf.merge(nets[kind], net or {})
     with open_dict(cfg.model):
         cfg.model.net = net
@@ -183,6 +184,19 @@ FROM_DATA = {
     "in_channels": ("channels", "channels"),
     "in_features": ("num_features", "features"),
 }
+
+
+def check_settings_of(network: DictConfig, settings: DictConfig | dict, kind: str) -> None:
+    """One line for a model.net setting that the kind's network does not take (a search over
+    the MLP's width, run on texts), where merging them would end in OmegaConf's traceback."""
+    unknown = [key for key in settings if key not in network]
+    if unknown:
+        name = network["_target_"].rsplit(".", 1)[-1]
+        takes = ", ".join(key for key in network if not key.startswith("_"))
+        raise UserError(
+            f"model.net.{unknown[0]}: {name}, the network for {kind} inputs, has no such "
+            f"setting; it takes {takes}"
+        )
 
 
 def check_from_data(model: DictConfig, shapes: dict) -> None:
