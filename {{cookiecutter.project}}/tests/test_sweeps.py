@@ -44,7 +44,7 @@ def test_optuna_sweep_runs_every_trial_and_reports_the_best(tmp_path, watched):
     assert set(best["best_params"]) == {
         "model.optimizer.lr",
         "data.batch_size",
-        "++model.net.width",
+        "++model.net.dropout",
     }
     for name, value in best["best_params"].items():
         assert float(searched[name]) == pytest.approx(value)
