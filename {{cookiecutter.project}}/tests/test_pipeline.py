@@ -18,8 +18,10 @@ from conftest import (
     SHORT,
     compose_config,
     contract_of,
+    default_datamodule,
     example_overrides,
 )
+from hydra.utils import get_class
 
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
@@ -36,13 +38,27 @@ def read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-def case_overrides(case: str, request) -> list[str]:
+TASK_MODELS = {"classification": "classifier", "regression": "regressor"}
+
+
+def case_overrides(case: str, request, folder: Path) -> list[str]:
     """`data=<name>` (and the model) of a case, pointed at the example data for a shipped one;
-    a config given with --data is used as it is."""
+    a config given with --data is used as it is, with a model for its task."""
     if request.config.getoption("data"):
-        return [f"data={case}"]
+        return [f"data={case}", *suited_model(case, folder)]
     paths = request.getfixturevalue("example_data")
     return [f"data={case.split('+')[0]}", *example_overrides(case, paths)]
+
+
+def suited_model(data_name: str, folder: Path) -> list[str]:
+    """The project's model for the data's task where the default model has the other task (a
+    table of numbers to predict, beside the shipped classifier); nothing where the default
+    fits, or is a module of the user's own, which declares no task."""
+    overrides = [f"data={data_name}"]
+    task = contract_of(default_datamodule(folder, overrides))["target"]["task"]
+    default_model = compose_config("train", folder, overrides).model
+    model_task = getattr(get_class(default_model._target_), "task", None)
+    return [] if model_task in (None, task) else [f"model={TASK_MODELS[task]}"]
 
 
 def raw_test_split(datamodule, folder: Path) -> tuple[Path, np.ndarray]:
@@ -83,7 +99,7 @@ def assert_predictions_score_like_eval(predictions, targets, target: dict, evalu
 # checkpoint callback's records afresh there.
 @pytest.mark.filterwarnings("ignore:The dirpath has changed from")
 def test_train_resume_eval_export_and_predict_agree(pipeline_case, request, tmp_path):
-    overrides = case_overrides(pipeline_case, request)
+    overrides = case_overrides(pipeline_case, request, tmp_path / "data")
     train(compose_config("train", tmp_path / "train", [*overrides, *SHORT]))
     checkpoints = tmp_path / "train" / "checkpoints"
     best = checkpoints / "best.ckpt"
