@@ -27,6 +27,7 @@ import torch
 from filelock import FileLock
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
+from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf, open_dict
 from PIL import Image
 from sklearn.datasets import load_digits
@@ -234,6 +235,20 @@ def chance(datamodule, split: str = "test") -> float:
     mean = labels_of(datamodule.splits["train"]).mean(dtype=np.float64)
     values = labels_of(datamodule.splits[split]).astype(np.float64)
     return 1 - ((values - mean) ** 2).sum() / ((values - values.mean()) ** 2).sum()
+
+
+TASK_MODELS = {"classification": "classifier", "regression": "regressor"}
+
+
+def suited_model(data_name: str, folder: Path) -> list[str]:
+    """The project's model for the data's task where the default model has the other task (a
+    table of numbers to predict, beside the shipped classifier); nothing where the default
+    fits, or is a module of the user's own, which declares no task."""
+    overrides = [f"data={data_name}"]
+    task = contract_of(default_datamodule(folder, overrides))["target"]["task"]
+    default_model = compose_config("train", folder, overrides).model
+    model_task = getattr(get_class(default_model._target_), "task", None)
+    return [] if model_task in (None, task) else [f"model={TASK_MODELS[task]}"]
 
 
 @pytest.fixture(scope="session")

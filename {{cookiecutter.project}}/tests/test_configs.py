@@ -11,6 +11,7 @@ from conftest import (
     SHIPPED_DATA,
     compose_config,
     example_overrides,
+    suited_model,
 )
 from hydra.utils import instantiate
 
@@ -49,13 +50,16 @@ CASES = [(group, option) for group in GROUPS for option in options(group)]
 @pytest.mark.parametrize(("group", "option"), CASES, ids=[f"{g}={o}" for g, o in CASES])
 def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, request):
     monkeypatch.setenv("WANDB_MODE", "offline")
-    # A shipped data option reads the example data (one of your own, its own), and the project's
-    # models example data of their task; the others build on the default data.
+    # A shipped data option reads the example data (one of your own, its own, with a model of
+    # its task), and the project's models example data of their task; the others build on the
+    # default data.
     data = []
     if group == "data" and option in SHIPPED_DATA:
         data = example_overrides(option, request.getfixturevalue("example_data"))
-    if group == "data" and option == "stream":
+    elif group == "data" and option == "stream":
         data = [f"data.input_dir={request.getfixturevalue('stream')}"]
+    elif group == "data":
+        data = suited_model(option, tmp_path / "task")
     if group == "model" and option == "classifier":
         data = DIGITS
     if group == "model" and option == "regressor":

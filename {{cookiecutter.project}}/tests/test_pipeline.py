@@ -18,10 +18,9 @@ from conftest import (
     SHORT,
     compose_config,
     contract_of,
-    default_datamodule,
     example_overrides,
+    suited_model,
 )
-from hydra.utils import get_class
 
 from {{ cookiecutter.package }}.builders import build_trained
 from {{ cookiecutter.package }}.checkpoints import load_checkpoint
@@ -38,9 +37,6 @@ def read(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
-TASK_MODELS = {"classification": "classifier", "regression": "regressor"}
-
-
 def case_overrides(case: str, request, folder: Path) -> list[str]:
     """`data=<name>` (and the model) of a case, pointed at the example data for a shipped one;
     a config given with --data is used as it is, with a model for its task."""
@@ -48,17 +44,6 @@ def case_overrides(case: str, request, folder: Path) -> list[str]:
         return [f"data={case}", *suited_model(case, folder)]
     paths = request.getfixturevalue("example_data")
     return [f"data={case.split('+')[0]}", *example_overrides(case, paths)]
-
-
-def suited_model(data_name: str, folder: Path) -> list[str]:
-    """The project's model for the data's task where the default model has the other task (a
-    table of numbers to predict, beside the shipped classifier); nothing where the default
-    fits, or is a module of the user's own, which declares no task."""
-    overrides = [f"data={data_name}"]
-    task = contract_of(default_datamodule(folder, overrides))["target"]["task"]
-    default_model = compose_config("train", folder, overrides).model
-    model_task = getattr(get_class(default_model._target_), "task", None)
-    return [] if model_task in (None, task) else [f"model={TASK_MODELS[task]}"]
 
 
 def raw_test_split(datamodule, folder: Path) -> tuple[Path, np.ndarray]:
