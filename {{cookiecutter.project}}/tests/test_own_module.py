@@ -13,11 +13,12 @@ from conftest import (
     ALLOWED,
     DIGITS,
     QUIET,
+    chance,
+    contract_of,
     copy_project,
     default_datamodule,
     error_lines,
     example_overrides,
-    majority_share,
     read_checkpoint,
     run_cli,
     unchanged_but,
@@ -28,13 +29,16 @@ from servers import Server, call
 PACKAGE = "{{ cookiecutter.package }}"
 # The user's two files; nothing else in the project changes.
 ADDED = [f"src/{PACKAGE}/models/tiny.py", "configs/model/tiny.yaml"]
-# A module unlike the project's: no shared base, its own training step and metric names.
-MODULE = '''"""Multinomial logistic regression with an L2 penalty, judged by its error rate."""
+# A module unlike the project's: no shared base, its own training step and metric names, and
+# made for both tasks (data with a number to predict has num_classes None).
+MODULE = '''"""Multinomial logistic regression with an L2 penalty, judged by its error rate; for a
+number to predict, linear regression, judged by 1 - R²."""
 
 import pytorch_lightning as pl
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torchmetrics import R2Score
 from torchmetrics.classification import MulticlassAccuracy
 
 
@@ -42,11 +46,12 @@ class TinyModule(pl.LightningModule):
     def __init__(self, in_features, num_classes, lr=0.1, penalty=1e-4, monitor="val/error",
                  mode="min"):
         super().__init__()
-        self.linear = nn.Linear(in_features, num_classes)
-        self.lr, self.penalty = lr, penalty
-        self.accuracy = nn.ModuleDict(
-            {stage: MulticlassAccuracy(num_classes, average="micro") for stage in ("val", "test")}
-        )
+        self.linear = nn.Linear(in_features, num_classes or 1)
+        self.lr, self.penalty, self.classes = lr, penalty, num_classes
+        self.score = nn.ModuleDict({
+            stage: MulticlassAccuracy(num_classes, average="micro") if num_classes else R2Score()
+            for stage in ("val", "test")
+        })
 
     def forward(self, x):
         if not x.is_floating_point():  # token ids: their counts, hashed into in_features slots
@@ -54,25 +59,29 @@ class TinyModule(pl.LightningModule):
             x = counts.scatter_add(1, x % self.linear.in_features, (x != 0).float()).log1p()
         return self.linear(x.flatten(1))
 
+    def outputs(self, x):  # class logits, or the one number without its axis
+        return self(x) if self.classes else self(x).squeeze(1)
+
     def training_step(self, batch, batch_idx):
         x, y = batch
-        loss = F.cross_entropy(self(x), y) + self.penalty * self.linear.weight.square().sum()
+        fit = F.cross_entropy if self.classes else F.mse_loss
+        loss = fit(self.outputs(x), y) + self.penalty * self.linear.weight.square().sum()
         self.log("train/penalized_loss", loss)
         return loss
 
     def validation_step(self, batch, batch_idx):
-        self.accuracy["val"].update(self(batch[0]), batch[1])
+        self.score["val"].update(self.outputs(batch[0]), batch[1])
 
     def test_step(self, batch, batch_idx):
-        self.accuracy["test"].update(self(batch[0]), batch[1])
+        self.score["test"].update(self.outputs(batch[0]), batch[1])
 
     def on_validation_epoch_end(self):
-        self.log("val/error", 1 - self.accuracy["val"].compute())
-        self.accuracy["val"].reset()
+        self.log("val/error", 1 - self.score["val"].compute())
+        self.score["val"].reset()
 
     def on_test_epoch_end(self):
-        self.log("test/error", 1 - self.accuracy["test"].compute())
-        self.accuracy["test"].reset()
+        self.log("test/error", 1 - self.score["test"].compute())
+        self.score["test"].reset()
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
@@ -118,10 +127,10 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
     )
     assert trained.returncode == 0, trained.stderr[-3000:]
     metrics = json.loads((runs / "train" / "metrics.json").read_text())
-    # Fewer errors than always answering the most frequent class: it learned.
+    # Fewer errors than always answering the most frequent class (or the mean): it learned.
     datamodule = default_datamodule(tmp_path / "data", data_overrides)
-    assert metrics["test/error"] < 1 - majority_share(datamodule, "test")
-    assert metrics["val/error"] < 1 - majority_share(datamodule, "val")
+    assert metrics["test/error"] < 1 - chance(datamodule, "test")
+    assert metrics["val/error"] < 1 - chance(datamodule, "val")
     # What sweeps optimize, `<monitor>_best`, though the module does not log it.
     assert metrics["val/error_best"] <= metrics["val/error"]
     best = runs / "train" / "checkpoints" / "best.ckpt"
@@ -158,8 +167,36 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
     )
     assert predicted.returncode == 0, predicted.stderr[-3000:]
     predictions = json.loads((runs / "predict" / "predictions.json").read_text())["predictions"]
-    assert predictions and all("class" in prediction for prediction in predictions)
+    task = contract_of(datamodule)["target"]["task"]
+    answer = {"classification": "class", "regression": "value"}[task]
+    assert predictions and all(answer in prediction for prediction in predictions)
     assert unchanged_but(project, ADDED)
+
+
+@pytest.mark.slow  # training, export and prediction, each its own process
+def test_an_own_module_predicts_numbers_on_a_regression_table(project, example_data, tmp_path):
+    data = ["data=table", f"data.path={example_data['diabetes']}", "data.target=progression"]
+    runs = tmp_path / "runs"
+    best = runs / "train" / "checkpoints" / "best.ckpt"
+    for script, overrides in (
+        ("train.py", [*QUIET, "model=tiny", *data, "trainer.max_epochs=3"]),
+        ("export.py", [f"ckpt_path={best}", "formats=[onnx]"]),
+    ):
+        done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
+        assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((runs / "train" / "metrics.json").read_text())
+    datamodule = default_datamodule(tmp_path / "data", data)
+    assert metrics["test/error"] < 1 - chance(datamodule, "test")  # better than the mean
+    rows = tmp_path / "rows.csv"
+    table = pd.read_csv(example_data["diabetes"]).drop(columns="progression")
+    table.head(3).to_csv(rows, index=False)
+    predicted = cli(
+        project, "predict.py", f"model={runs / 'export'}", f"input={rows}",
+        f"hydra.run.dir={runs / 'predict'}",
+    )  # fmt: skip
+    assert predicted.returncode == 0, predicted.stderr[-3000:]
+    predictions = json.loads((runs / "predict" / "predictions.json").read_text())["predictions"]
+    assert [type(prediction["value"]) for prediction in predictions] == [float] * 3
 
 
 @pytest.mark.slow  # a training process each
@@ -181,14 +218,8 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
             "error: TinyModule.__init__() got an unexpected keyword argument 'dropout': the keys "
             "of a config are the arguments of the class it names",
         ),
-        (  # numbers to predict: its config reads classes that such data does not have
-            ["data.task=regression"],
-            "error: TinyModule is a classification model (num_classes: ${data.num_classes}), but "
-            "data 'digit' is a regression target: pass model=regressor, or "
-            "data.task=classification to read it as class labels",
-        ),
     ],
-    ids=["unlogged-monitor", "no-monitor", "unknown-argument", "regression-data"],
+    ids=["unlogged-monitor", "no-monitor", "unknown-argument"],
 )
 def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, message, tmp_path):
     run = tmp_path / "run"
@@ -202,6 +233,25 @@ def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, messag
     assert line.startswith(message)
     if "does not log" in message:  # the metrics it does log, to choose from
         assert "val/error" in line.split(": ")[-1].split(", ")
+    assert not (run / "metrics.json").exists()
+
+
+@pytest.mark.slow  # a training process
+def test_a_module_made_for_classes_on_numbers_to_predict_is_one_line(project, tmp_path, request):
+    # Its config reads ${data.num_classes}, which is None for such data: a layer of None outputs.
+    add_module(project, "classes", MODULE.replace("num_classes or 1", "num_classes"), request)
+    run = tmp_path / "run"
+    result = cli(
+        project, "train.py", *QUIET, *DIGITS, "model=classes", "data.task=regression",
+        "trainer.max_epochs=1", f"hydra.run.dir={run}",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr
+    assert error_lines(result) == [
+        "error: TinyModule (num_classes: ${data.num_classes}) failed to build for data 'digit', "
+        "a regression target, which has no classes: pass model=regressor, or "
+        "data.task=classification to read it as class labels"
+    ]
     assert not (run / "metrics.json").exists()
 
 

@@ -98,10 +98,12 @@ def build_datamodule(cfg: DictConfig, resumed: dict | None = None) -> pl.Lightni
     # A prepare_data that downloads must therefore leave files that are already there alone.
     datamodule.prepare_data()
     datamodule.setup()
+    # None (does not apply) only over a value the config gave: the digits' 10 classes, read as
+    # numbers with data.task=regression, are none.
+    known = {key: value for key, value in datamodule.shapes.items() if value is not None}
+    claimed = {key: None for key in datamodule.shapes if cfg.data.get(key) is not None}
     with open_dict(cfg.data):
-        cfg.data.update(
-            {key: value for key, value in datamodule.shapes.items() if value is not None}
-        )
+        cfg.data.update({**claimed, **known})
     return datamodule
 
 
@@ -141,10 +143,10 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     choose_network(cfg, datamodule)
     check_values(cfg.model.get("net"), "model.net")  # with settings that no network declared
     if datamodule is not None:
-        check_task(target_of(cfg.model, "model"), datamodule.contract.target, cfg.model)
+        check_task(target_of(cfg.model, "model"), datamodule.contract.target)
         check_from_data(cfg.model, datamodule.shapes)
         check_network(cfg.model.get("net"), datamodule.contract.input)
-    model = instantiate_model(cfg.model)
+    model = instantiate_for_data(cfg.model, datamodule)
     record = getattr(getattr(model, "net", None), "record", None)
     if callable(record):
         with open_dict(cfg.model):
@@ -243,27 +245,47 @@ def data_kind(data: DictConfig) -> str:
     return kind
 
 
-def check_task(model_class: type, target: Target, model: DictConfig) -> None:
+def check_task(model_class: type, target: Target) -> None:
     """A classifier needs class labels, a regressor numbers: one line when they differ. A
-    module of the user's own declares no task; one whose config reads the data's classes is a
-    classifier, which data without classes would build with num_classes=None."""
-    task, what = getattr(model_class, "task", None), "model"
-    if task is None and READS_CLASSES in written_class_counts(model):
-        task, what = "classification", f"model (num_classes: {READS_CLASSES})"
+    module of the user's own declares no task (see instantiate_for_data)."""
+    task = getattr(model_class, "task", None)
     if task is None or task == target.task:
         return
-    name = getattr(target, "name", None)
-    subject = f"data {name!r}" if name else "the data's target"
     raise UserError(
-        f"{model_class.__name__} is a {task} {what}, but {subject} is a {target.task} "
+        f"{model_class.__name__} is a {task} model, but {named(target)} is a {target.task} "
         f"target: {targets.get(target.task).HINT}"
     )
 
 
+def named(target: Target) -> str:
+    name = getattr(target, "name", None)
+    return f"data {name!r}" if name else "the data's target"
+
+
+# How a model's config reads the data's class count.
 READS_CLASSES = "${data.num_classes}"
 
 
-def written_class_counts(model: DictConfig) -> list:
+def instantiate_for_data(model: DictConfig, datamodule=None) -> pl.LightningModule:
+    """The model. A module of the user's own whose config reads the data's class count gets
+    None for numbers to predict: one made for both tasks takes it, one made for classes fails
+    in its own code (a layer of None outputs), and that is one line, not Hydra's traceback."""
+    try:
+        return instantiate_model(model)
+    except UserError:
+        raise
+    except Exception:
+        target = datamodule.contract.target if datamodule is not None else None
+        if not target or target.task != "regression" or READS_CLASSES not in class_counts(model):
+            raise
+        raise UserError(
+            f"{model._target_.rsplit('.', 1)[-1]} (num_classes: {READS_CLASSES}) failed to "
+            f"build for {named(target)}, a regression target, which has no classes: "
+            f"{targets.get('regression').HINT}"
+        ) from None
+
+
+def class_counts(model: DictConfig) -> list:
     """The model's and its network's `num_classes`, as written (`${...}` unresolved)."""
     written = OmegaConf.to_container(model)
     net = written.get("net")
