@@ -248,6 +248,9 @@ def test_the_backbone_is_frozen_then_trains_at_a_fraction_of_the_learning_rate(d
     ]
 
 
+# The resume writes to a run folder of its own, where Lightning starts the checkpoint
+# callback's records afresh and says so.
+@pytest.mark.filterwarnings("ignore:The dirpath has changed from")
 def test_training_resumes_without_the_backbone_s_folder(data, tmp_path):
     from {{ cookiecutter.package }}.tasks.train import train
 

@@ -243,7 +243,9 @@ def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
     stream = tmp_path / "stream"
     optimize(compose_config("optimize", tmp_path, [*texts, f"output_dir={stream}"], quiet=False))
     overrides = ["data=stream", f"data.input_dir={stream}", "model=classifier", "test=false"]
-    cfg = compose_config("train", tmp_path / "run", [*overrides, "trainer.max_epochs=1"])
+    # One batch an epoch, which a stream's logging interval is not lowered to: log each step.
+    tiny = ["trainer.max_epochs=1", "trainer.log_every_n_steps=1"]
+    cfg = compose_config("train", tmp_path / "run", [*overrides, *tiny])
     train(cfg)
     contract = json.loads((stream / "contract.json").read_text())
     assert cfg.model.net.vocab_size == contract["preprocessing"]["vocab_size"]

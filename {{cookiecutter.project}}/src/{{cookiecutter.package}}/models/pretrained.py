@@ -164,7 +164,7 @@ class Pretrained(nn.Module):
                     f"{type(self.model).__name__} does not support gradient checkpointing; "
                     "set model.net.gradient_checkpointing=false"
                 )
-            self.model.gradient_checkpointing_enable()
+            self.model.activation_checkpointing_enable()
         self.pad_id = getattr(self.model.config, "pad_token_id", None)
 
     @property
