@@ -34,6 +34,9 @@ from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.tasks.optimize import optimize
 
 PROBES = {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}"}
+# One epoch of a small stream, whose few batches a stream's logging interval is not lowered to
+# (a rank's share is known only in the processes Lightning starts): log every step.
+ONE_EPOCH = ["trainer.max_epochs=1", "trainer.log_every_n_steps=1"]
 
 
 @pytest.fixture
@@ -222,7 +225,7 @@ def test_a_streams_checkpoint_exports_and_predicts_from_raw_inputs(stream, tmp_p
     from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train
 
-    overrides = ["data=stream", f"data.input_dir={stream}", "trainer.max_epochs=1", "test=false"]
+    overrides = ["data=stream", f"data.input_dir={stream}", *ONE_EPOCH, "test=false"]
     train(compose_config("train", tmp_path / "run", overrides))
     best = tmp_path / "run" / "checkpoints" / "best.ckpt"
     overrides = [f"ckpt_path={best}", "formats=[onnx]"]
@@ -243,9 +246,7 @@ def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
     stream = tmp_path / "stream"
     optimize(compose_config("optimize", tmp_path, [*texts, f"output_dir={stream}"], quiet=False))
     overrides = ["data=stream", f"data.input_dir={stream}", "model=classifier", "test=false"]
-    # One batch an epoch, which a stream's logging interval is not lowered to: log each step.
-    tiny = ["trainer.max_epochs=1", "trainer.log_every_n_steps=1"]
-    cfg = compose_config("train", tmp_path / "run", [*overrides, *tiny])
+    cfg = compose_config("train", tmp_path / "run", [*overrides, *ONE_EPOCH])
     train(cfg)
     contract = json.loads((stream / "contract.json").read_text())
     assert cfg.model.net.vocab_size == contract["preprocessing"]["vocab_size"]
