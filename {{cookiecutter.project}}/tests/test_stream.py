@@ -256,8 +256,8 @@ def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
     assert export(compose_config("export", tmp_path / "export", overrides, quiet=False))["passed"]
 
 
-def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
-    from {{ cookiecutter.package }}.builders import build_datamodule
+def test_bad_streams_and_destinations_are_refused_in_one_line(stream, task, tmp_path):
+    from {{ cookiecutter.package }}.builders import build_datamodule, build_model
 
     def refusal(name: str, *overrides: str) -> str:
         task = optimize if name == "optimize" else build_datamodule
@@ -296,6 +296,12 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, tmp_path):
     (tmp_path / "unfinished" / "contract.json").write_text('{"input": ')
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
     assert "contract.json is not JSON" in message
+    # A model of the other task: the stream took its data.task from optimize.py.
+    other = {"classification": "regressor", "regression": "classifier"}[task]
+    overrides = ["data=stream", f"data.input_dir={stream}", f"model={other}"]
+    cfg = compose_config("train", tmp_path / "run", overrides)
+    with pytest.raises(UserError, match=r"target: pass .*; a stream's data.task is optimize.py's"):
+        build_model(cfg, build_datamodule(cfg))
 
     # Under DDP (one process here, in a real gloo group), a split too small for a batch each.
     overrides = ["data=stream", f"data.input_dir={stream}", "data.batch_size=100000"]

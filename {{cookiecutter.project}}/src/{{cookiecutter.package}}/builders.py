@@ -143,7 +143,7 @@ def build_model(cfg: DictConfig, datamodule=None) -> pl.LightningModule:
     choose_network(cfg, datamodule)
     check_values(cfg.model.get("net"), "model.net")  # with settings that no network declared
     if datamodule is not None:
-        check_task(target_of(cfg.model, "model"), datamodule.contract.target)
+        check_task(target_of(cfg.model, "model"), datamodule)
         check_from_data(cfg.model, datamodule.shapes)
         check_network(cfg.model.get("net"), datamodule.contract.input)
     model = instantiate_for_data(cfg.model, datamodule)
@@ -245,21 +245,30 @@ def data_kind(data: DictConfig) -> str:
     return kind
 
 
-def check_task(model_class: type, target: Target) -> None:
+def check_task(model_class: type, datamodule: pl.LightningDataModule) -> None:
     """A classifier needs class labels, a regressor numbers: one line when they differ. A
     module of the user's own declares no task (see instantiate_for_data)."""
-    task = getattr(model_class, "task", None)
+    task, target = getattr(model_class, "task", None), datamodule.contract.target
     if task is None or task == target.task:
         return
     raise UserError(
         f"{model_class.__name__} is a {task} model, but {named(target)} is a {target.task} "
-        f"target: {targets.get(target.task).HINT}"
+        f"target: {task_hint(datamodule)}"
     )
 
 
 def named(target: Target) -> str:
     name = getattr(target, "name", None)
     return f"data {name!r}" if name else "the data's target"
+
+
+def task_hint(datamodule: pl.LightningDataModule) -> str:
+    """How to train on the data's target all the same: its task's hint, and where a stream
+    (its class's kind; the instance's is its samples') takes data.task: from optimize.py."""
+    hint = targets.get(datamodule.contract.target.task).HINT
+    if getattr(type(datamodule), "kind", None) == "stream":
+        hint += "; a stream's data.task is optimize.py's, which writes its chunks"
+    return hint
 
 
 # How a model's config reads the data's class count.
@@ -281,7 +290,7 @@ def instantiate_for_data(model: DictConfig, datamodule=None) -> pl.LightningModu
         raise UserError(
             f"{model._target_.rsplit('.', 1)[-1]} (num_classes: {READS_CLASSES}) failed to "
             f"build for {named(target)}, a regression target, which has no classes: "
-            f"{targets.get('regression').HINT}"
+            f"{task_hint(datamodule)}"
         ) from None
 
 
