@@ -4,6 +4,7 @@ import re
 import sys
 
 import pytest
+import pytorch_lightning as pl
 import torch
 from conftest import (
     CONFIGS,
@@ -70,7 +71,10 @@ def test_option_composes_and_instantiates(group, option, tmp_path, monkeypatch, 
     datamodule = build_datamodule(cfg)
     assert datamodule.hparams.batch_size > 0
     # A stream's kind, and so its network, comes from its contract, which only the data reads.
-    assert build_model(cfg, datamodule if option == "stream" else None).net is not None
+    model = build_model(cfg, datamodule if option == "stream" else None)
+    assert isinstance(model, pl.LightningModule)
+    # The project's models build a network; a module of the user's own builds as it is.
+    assert getattr(model, "net", model) is not None
     assert all(callback is not None for callback in instantiate_group(cfg.callbacks))
     assert all(logger.save_dir or logger.name for logger in instantiate_group(cfg.logger))
     devices = cfg.trainer.devices
