@@ -15,6 +15,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 from collections.abc import Callable
@@ -65,18 +66,43 @@ SHIPPED_DATA = ["digits", "images", "table", "text"]
 # For tests of what needs a known image dataset (greyscale PNG files, 8x8 request bodies): the
 # example digits, whatever configs/train.yaml names.
 DIGITS = ["data=digits"]
+# The project's model for each task.
+TASK_MODELS = {"classification": "classifier", "regression": "regressor"}
 
 
 def with_model(command: str, overrides) -> list[str]:
     """The example data are classes: a training that names a shipped data config and no model
     trains the project's classifier, whatever model configs/train.yaml names for the user's data
-    (a regressor, for a target of numbers)."""
+    (a regressor, for a target of numbers). Where it names a LightningModule of the user's own,
+    the machinery is tested with the project's model for the default data's task (and the
+    user's module by test_own_module.py)."""
     if command not in ("train", "train.py"):
         return list(overrides)
-    named = {override.partition("=")[2] for override in overrides if override.startswith("data=")}
-    if not named & {*SHIPPED_DATA} or any(override.startswith("model=") for override in overrides):
+    if any(override.startswith("model=") for override in overrides):
         return list(overrides)
-    return ["model=classifier", *overrides]
+    named = {override.partition("=")[2] for override in overrides if override.startswith("data=")}
+    # Last: before them it would come before a flag such as -m, which Hydra then refuses.
+    if named & {*SHIPPED_DATA}:
+        return [*overrides, "model=classifier"]
+    if named <= {"stream"} and own_default_model():  # the default data, or its chunks
+        return [*overrides, f"model={TASK_MODELS[default_task()]}"]
+    return list(overrides)
+
+
+@functools.cache
+def own_default_model() -> bool:
+    """Whether configs/train.yaml names a module of the user's own: one that declares no task."""
+    with initialize_config_dir(str(CONFIGS), version_base="1.3"):
+        model = compose("train").model
+    return getattr(get_class(model._target_), "task", None) is None
+
+
+@functools.cache
+def default_task() -> str:
+    """The default data's task, `classification` or `regression`: read once a process."""
+    with tempfile.TemporaryDirectory() as folder:
+        datamodule = default_datamodule(Path(folder), ["model=classifier"])
+        return contract_of(datamodule)["target"]["task"]
 
 
 def pytest_addoption(parser):
@@ -237,9 +263,6 @@ def chance(datamodule, split: str = "test") -> float:
     return 1 - ((values - mean) ** 2).sum() / ((values - values.mean()) ** 2).sum()
 
 
-TASK_MODELS = {"classification": "classifier", "regression": "regressor"}
-
-
 def suited_model(data_name: str, folder: Path) -> list[str]:
     """The project's model for the data's task where the default model has the other task (a
     table of numbers to predict, beside the shipped classifier); nothing where the default
@@ -252,9 +275,9 @@ def suited_model(data_name: str, folder: Path) -> list[str]:
 
 
 @pytest.fixture(scope="session")
-def task(tmp_path_factory) -> str:
+def task() -> str:
     """The default data's task: `classification` or `regression`."""
-    return contract_of(default_datamodule(tmp_path_factory.mktemp("task")))["target"]["task"]
+    return default_task()
 
 
 @pytest.fixture(scope="session")

@@ -21,6 +21,7 @@ from conftest import (
     run_cli,
     start_cli,
     stop_at_epoch,
+    with_model,
 )
 
 from {{ cookiecutter.package }}.checkpoints import (
@@ -70,7 +71,8 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
     train(compose_config("train", tmp_path / "whole", overrides[len(QUIET) :]))
 
     run_dir = tmp_path / "killed"
-    command = [sys.executable, str(ROOT / "train.py"), *overrides, f"hydra.run.dir={run_dir}"]
+    script = [sys.executable, str(ROOT / "train.py")]  # as run_cli runs it, and with its model
+    command = [*script, *with_model("train.py", overrides), f"hydra.run.dir={run_dir}"]
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     last = run_dir / "checkpoints" / "last.ckpt"
     with subprocess.Popen(
