@@ -93,8 +93,12 @@ def with_model(command: str, overrides) -> list[str]:
 def own_default_model() -> bool:
     """Whether configs/train.yaml names a module of the user's own: one that declares no task."""
     with initialize_config_dir(str(CONFIGS), version_base="1.3"):
-        model = compose("train").model
-    return getattr(get_class(model._target_), "task", None) is None
+        return declared_task(compose("train").model) is None
+
+
+def declared_task(model: DictConfig) -> str | None:
+    """The task that a model config's class declares; None for a module of the user's own."""
+    return getattr(get_class(model._target_), "task", None)
 
 
 @functools.cache
@@ -269,8 +273,7 @@ def suited_model(data_name: str, folder: Path) -> list[str]:
     fits, or is a module of the user's own, which declares no task."""
     overrides = [f"data={data_name}"]
     task = contract_of(default_datamodule(folder, overrides))["target"]["task"]
-    default_model = compose_config("train", folder, overrides).model
-    model_task = getattr(get_class(default_model._target_), "task", None)
+    model_task = declared_task(compose_config("train", folder, overrides).model)
     return [] if model_task in (None, task) else [f"model={TASK_MODELS[task]}"]
 
 
