@@ -27,6 +27,8 @@ from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
 from {{ cookiecutter.package }}.kinds.table import form as table_form
+from {{ cookiecutter.package }}.targets.classification import Target as Classes
+from {{ cookiecutter.package }}.targets.classification import encode as encode_classes
 from {{ cookiecutter.package }}.targets.regression import Target
 from {{ cookiecutter.package }}.targets.regression import encode as encode_target
 
@@ -455,6 +457,8 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         ({}, ["data.features=[size,weight]"], "kind", "has no column 'weight'"),
         ({}, ["data.features=[size,kind]"], "kind", "data.features holds the target column"),
         ({}, ["data.categorical=[height]"], "kind", "has no column 'height'"),
+        ({}, ["data.features=[size,colour,size]"], "kind", "data.features names 'size' twice"),
+        ({}, ["data.categorical=[kind]"], "kind", "data.categorical names the target column"),
         ({}, ["data.features=size"], "kind", "data.features=size must be a list of column names"),
         ({}, ["data.features=[]"], "kind", "data.features=[] must be a list of column names"),
         ({}, ["data.categorical=colour"], "kind", "data.categorical=colour must be a list of"),
@@ -547,6 +551,8 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
         "missing-feature",
         "target-as-feature",
         "missing-categorical",
+        "repeated-feature",
+        "categorical-target",
         "one-feature-name",
         "no-features",
         "one-categorical-name",
@@ -609,6 +615,39 @@ def test_text_in_a_target_the_model_learned_as_numbers_is_one_line():
     target = Target(name="price", mean=5.0, std=2.0)
     message = "target column 'price' holds text; the model was trained on numbers there"
     fails_with(message, encode_target, pd.Series(["cheap", "dear"]), target)
+
+
+def test_a_class_the_model_was_not_trained_on_is_one_line():
+    target = Classes(class_names=["a", "b"], name="kind")
+    message = "target column 'kind' holds 'c' in 2 samples, a class the model was not trained on"
+    fails_with(message, encode_classes, pd.Series(["a", "c", "b", "c"]), target)
+
+
+def test_a_csv_marks_missing_numbers_and_dates_as_pandas_does_and_keeps_such_words(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text(
+        "size,seen,region,kind\n"
+        + "1.5,2024-03-01,NA,None\nNA,null,EU,a\n,2024-03-02,N/A,b\n3.5,,None,None\n" * 10
+    )
+    datamodule, _ = build_table(tmp_path, path)
+    size, seen, region = datamodule.contract.preprocessing.columns
+    # NA, null and the empty field are missing numbers and dates: they would be refused as text
+    assert (size.kind, seen.kind, 1.5 < size.mean < 3.5) == ("numeric", "datetime", True)
+    assert region.vocabulary == ["EU", "N/A", "NA", "None"]  # words in a column of words
+    assert datamodule.contract.target.class_names == ["None", "a", "b"]
+
+
+def test_a_column_with_no_name_in_the_header_is_left_out_unless_named(tmp_path, capsys):
+    path = tmp_path / "data.csv"
+    pd.read_csv(table(tmp_path)).to_csv(path)  # the row numbers first, under no name
+    datamodule, _ = build_table(tmp_path, path)
+    assert datamodule.contract.preprocessing.names == ["size", "colour"]
+    assert (
+        "note: left out 1 column with no name in the header (Unnamed: 0), as the row numbers "
+        "that DataFrame.to_csv writes; give a column a name to learn from it"
+    ) in capsys.readouterr().out
+    named, _ = build_table(tmp_path, path, "data.features=['Unnamed: 0',size]")
+    assert named.contract.preprocessing.names == ["Unnamed: 0", "size"]
 
 
 def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
@@ -768,6 +807,7 @@ def test_a_text_column_marked_categorical_is_not_parsed(tmp_path):
         ("header.csv", "size,kind\n", "header.csv holds no rows"),
         ("broken.parquet", "not parquet", "broken.parquet is not a readable table"),
         ("twice.csv", "size,size,kind\n1,2,a\n", "twice.csv names column 'size' twice in its"),
+        ("list.jsonl", '{"kind": "a"}\n\n[1, 2]\n', "list.jsonl line 3 is not a JSON object"),
     ],
 )
 def test_unreadable_table_files_give_one_line(tmp_path, name, content, message):

@@ -29,6 +29,20 @@ def with_target(frame: pd.DataFrame, target: str, drop: bool) -> pd.DataFrame:
     return frame[~missing]
 
 
+def without_unnamed(frame: pd.DataFrame, keep: list[str]) -> pd.DataFrame:
+    """The table without the columns whose header is empty (pandas names them "Unnamed: 1"),
+    such as the row numbers that DataFrame.to_csv writes unless index=False: a row's number is
+    no feature, and on sorted rows it gives the target away. Those in `keep` stay."""
+    unnamed = [name for name in frame if str(name).startswith("Unnamed: ") and name not in keep]
+    if unnamed:
+        note(
+            f"left out {counted(len(unnamed), 'column')} with no name in the header "
+            f"({', '.join(unnamed)}), as the row numbers that DataFrame.to_csv writes; give a "
+            "column a name to learn from it"
+        )
+    return frame.drop(columns=unnamed)
+
+
 class TableDataModule(ContractDataModule):
     """Rows of a table as feature vectors: numeric columns standardized, categorical ones
     one-hot encoded, missing values imputed, all from the training split. The target is class
@@ -59,6 +73,7 @@ class TableDataModule(ContractDataModule):
                 "data.target=<column>"
             )
         frame = table.read_table(path)
+        frame = without_unnamed(frame, [target, *(self.hparams.features or [])])
         table.require_columns(frame, [target], f"{path} (data.target)")
         frame = with_target(frame, target, self.hparams.drop_missing_target)
         table.require_plain(frame, [target], f"{path} (data.target)")
@@ -76,6 +91,14 @@ class TableDataModule(ContractDataModule):
         )
         if target in features:
             raise UserError(f"data.features holds the target column {target!r}; leave it out")
+        if target in categorical:
+            raise UserError(
+                f"data.categorical names the target column {target!r}; leave it out, and pass "
+                "data.task=classification to read its numbers as classes"
+            )
+        repeated = next((name for name in features if features.count(name) > 1), None)
+        if repeated is not None:
+            raise UserError(f"data.features names {repeated!r} twice; name each column once")
         if not features:  # a model of no inputs would train, and learn only the class shares
             raise UserError(
                 f"{path} has no column but the target {target!r}: add the columns to learn from"

@@ -3,8 +3,9 @@ their parts (year, month, ...) standardized, and categorical ones one-hot encode
 training vocabulary; missing values filled in. pandas and numpy only."""
 
 import csv
+import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -22,11 +23,59 @@ from . import TABLE_SUFFIXES, Number, arrays, number_array
 def read_json_lines(path: Path) -> pd.DataFrame:
     # Values as JSON has them: text that looks like a date or a number stays text, and numbers
     # are read exactly (pandas' faster parser may change their last digits).
-    return pd.read_json(path, lines=True, dtype=False, precise_float=True)
+    try:
+        return pd.read_json(path, lines=True, dtype=False, precise_float=True)
+    except TypeError:  # pandas' words for a line of JSON that is not an object name no line
+        rows = json_rows(path)
+        line = next((number for number, row in rows if not isinstance(row, dict)), None)
+        if line is None:
+            raise
+        raise UserError(
+            f"{path} line {line} is not a JSON object; expected one object per line, "
+            '{"column": value, ...}, one per sample'
+        ) from None
+
+
+def json_rows(path: Path) -> Iterator[tuple[int, object]]:
+    """Each line that holds JSON, with its number (from 1), as json reads it."""
+    with path.open(encoding="utf-8") as file:
+        for number, line in enumerate(file, 1):
+            if line.strip():
+                yield number, json.loads(line)
+
+
+# What pandas reads as a missing value in a CSV besides an empty field (its defaults).
+MISSING_MARKS = [
+    "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+    "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+]  # fmt: skip
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A CSV file whose empty fields are missing values; so are the other marks of one (NA,
+    None, null, ...) in a column of numbers or dates. In a column of text they are words, as
+    JSON has them: the region NA, the class None."""
+    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    for name in frame.columns:
+        if frame[name].dtype.kind == "O":
+            frame[name] = unmarked(frame[name])
+    return frame
+
+
+def unmarked(values: pd.Series) -> pd.Series:
+    marks = values.isin(MISSING_MARKS)
+    if not marks.any():
+        return values
+    rest = values[~marks].dropna()
+    if pd.to_numeric(rest, errors="coerce").notna().all():
+        return pd.to_numeric(values.mask(marks), errors="coerce")
+    if date_format(rest) is not None:
+        return values.mask(marks)
+    return values
 
 
 READERS: dict[str, Callable[[Path], pd.DataFrame]] = {
-    ".csv": pd.read_csv,
+    ".csv": read_csv,
     ".parquet": pd.read_parquet,
     ".pq": pd.read_parquet,
     ".jsonl": read_json_lines,

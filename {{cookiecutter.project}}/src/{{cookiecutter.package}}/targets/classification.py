@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..console import UserError
+from ..console import UserError, counted
 from ..contract import Target as BaseTarget
 
 if TYPE_CHECKING:  # tables only, in training: predicting images imports no pandas
@@ -53,10 +53,22 @@ def fit_column(values: "pd.Series", name: str) -> Target:
 
 
 def encode(values: "pd.Series", target: Target) -> np.ndarray:
-    """Class indices (int64); a value that is not a class gets the index after the last."""
+    """Class indices (int64); a value that is not one of the classes is refused in one line
+    (evaluating on data of other classes: the loss cannot index a class the model lacks)."""
     from ..columns import category, positions
 
-    return positions(values.map(category), target.class_names)
+    labels = values.map(category)
+    other = ~labels.isin(target.class_names)
+    if other.any():
+        subject = f"target column {target.name!r}" if target.name else "the data"
+        names = target.class_names
+        known = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        raise UserError(
+            f"{subject} holds {labels[other].iloc[0]!r} in {counted(other.sum(), 'sample')}, "
+            f"a class the model was not trained on ({known}): evaluate on samples of its "
+            "classes, or train a model on these"
+        )
+    return positions(labels, target.class_names)
 
 
 def outputs(target: Target) -> int:
