@@ -224,6 +224,8 @@ def test_a_write_that_fails_leaves_the_previous_file_and_no_partial_one(tmp_path
         ("formats=[]", "formats=[] must be a list of formats"),
         ("opset=5", "opset=5 must be a whole number from 18 (what torch's exporter writes)"),
         ("atol=abc", "atol=abc must be a number, 0 or more"),
+        ("atol=inf", "atol=inf must be a number, 0 or more"),  # it would turn off the check
+        ("formats=[onnx,torchscript,onnx]", "formats names onnx twice; name each format once"),
         ("latency.repeats=0", "latency.repeats=0 must be a whole number of at least 1"),
         # sysfs takes no new folders, from root either.
         ("output_dir=/sys/no-exports-here/x", "cannot write to /sys/no-exports-here: "),

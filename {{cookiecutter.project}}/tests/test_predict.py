@@ -239,6 +239,17 @@ def test_a_model_the_manifest_does_not_describe_is_refused(exported_run, samples
         run_predict(export_dir, samples["path"], tmp_path / "run")
 
 
+def test_a_damaged_model_is_refused_before_onnxruntime_reads_it(exported_run, samples, tmp_path):
+    import onnx
+
+    export_dir = shutil.copytree(exported_run, tmp_path / "export")
+    model = onnx.load(export_dir / "model.onnx")
+    model.graph.node[0].op_type = "NoSuchOperator"  # still a model, one onnxruntime cannot run
+    onnx.save(model, export_dir / "model.onnx")
+    with pytest.raises(UserError, match="is not the model that .*manifest.json describes"):
+        run_predict(export_dir, samples["path"], tmp_path / "run")
+
+
 def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     # Three samples of 5x7 values: neither an image of the model's nor rows of its table.
     np.save(tmp_path / "flat.npy", np.zeros((3, 5, 7), dtype=np.float32))
@@ -272,6 +283,7 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     [
         # Arrays of words, and a file of no kind, for a model of the digits' raw values.
         ("{digits}", "{tmp}/words.npy", "holds <U5 values; expected raw values as numbers"),
+        ("{digits}", "{tmp}/arrays.npy", "arrays.npy is not a .npy array; write one with numpy"),
         (
             "{export}",
             "{tmp}/missing.npy",
@@ -318,6 +330,7 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
     ],
     ids=[
         "dtype",
+        "npz",
         "missing-input",
         "not-an-input",
         "not-onnx",
@@ -332,6 +345,8 @@ def test_bad_inputs_name_what_was_expected(
     exported_run, trained_run, digits_export, tmp_path, model, input, message
 ):
     np.save(tmp_path / "words.npy", np.array(["three", "seven"]))
+    np.savez(tmp_path / "arrays.npz", np.zeros((2, 8, 8)))
+    (tmp_path / "arrays.npz").rename(tmp_path / "arrays.npy")
     without_onnx = shutil.ignore_patterns("*.onnx")
     partial = shutil.copytree(exported_run, tmp_path / "partial", ignore=without_onnx)
     paths = {"export": exported_run, "tmp": tmp_path, "run": trained_run, "partial": partial}

@@ -176,6 +176,13 @@ BAD_REQUESTS = {
         422,
         "sample 0 holds NaN or infinite values",
     ),
+    "5000 digits": (
+        dict(
+            data=json.dumps({"inputs": DIGIT}).replace("0.0", "9" * 5000, 1).encode(), headers=JSON
+        ),
+        422,
+        "sample 0 holds NaN or infinite values",
+    ),
     "beyond float32": (
         dict(json={"inputs": [DIGIT, (np.ones((8, 8)) * 1e39).tolist()]}),
         422,

@@ -12,9 +12,16 @@ import hashlib
 import importlib
 import json
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    model_validator,
+)
 
 from .console import UserError
 
@@ -120,7 +127,7 @@ class Artifact(Model):
     those the project's tests run it in: OpenVINO, and onnx's reference evaluator where export
     ran it there."""
 
-    file: str
+    file: Annotated[str, Field(pattern=r"^[^/\\]+$", description="A file beside the manifest")]
     sha256: str
     digest: str
     bytes: int

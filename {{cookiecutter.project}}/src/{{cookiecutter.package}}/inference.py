@@ -12,7 +12,12 @@ from types import ModuleType
 
 import numpy as np
 import onnxruntime as ort
-from onnxruntime.capi.onnxruntime_pybind11_state import Fail, InvalidProtobuf
+from onnxruntime.capi.onnxruntime_pybind11_state import (
+    Fail,
+    InvalidGraph,
+    InvalidProtobuf,
+    NotImplemented,
+)
 
 from . import kinds, targets
 from .console import UserError
@@ -62,23 +67,30 @@ def load_export(
         model = path / entry.file
         if not model.is_file():
             raise UserError(f"{path} lacks {entry.file}, which its manifest lists; export again")
-    try:
-        session = open_session(model, threads)
-    except (InvalidProtobuf, Fail):
+    if model.suffix != ".onnx":
         message = f"{model} is not an ONNX model; expected the model.onnx that export.py writes"
-        raise UserError(message) from None
+        raise UserError(message)
     if model.name != entry.file:
         raise UserError(
             f"{model} is not the variant={variant} model of its export, {entry.file} is: pass "
             "model=<export dir> with the variant to run (fp32, int8 or optimized)"
         )
-    # The preprocessing and class names below are only right for the model they came with.
+    # Checked before onnxruntime reads the file: a damaged model may still parse, and fail there.
     if sha256(model) != entry.sha256:
         raise UserError(f"{model} is not the model that {manifest_path} describes; export again")
     for name, checksum in manifest.files.items():
         path = model.parent / name
         if not path.is_file() or sha256(path) != checksum:
             raise UserError(f"{path} is not the file that {manifest_path} lists; export again")
+    try:
+        session = open_session(model, threads)
+    except (InvalidProtobuf, InvalidGraph, NotImplemented, Fail) as error:  # the export's file
+        reason = str(error).strip().split("\n")[0]
+        raise UserError(
+            f"onnxruntime {ort.__version__} cannot run {model} ({reason}); run it with the "
+            f"onnxruntime export.py checked it in ({manifest.versions.get('onnxruntime')}), or "
+            "export again"
+        ) from None
     check_manifest(manifest, session, manifest_path)
     if manifest.digest_of(entry) != entry.digest:  # what the checks above cannot see
         raise UserError(
@@ -130,6 +142,10 @@ def from_arrays(array: np.ndarray, manifest: Manifest, source: str) -> np.ndarra
 
 
 def load_npy(path: Path) -> np.ndarray:
+    """A .npy array; a file of another format so named (an .npz, text) is refused."""
+    with path.open("rb") as file:
+        if file.read(6) != b"\x93NUMPY":  # the format's magic string
+            raise UserError(f"{path} is not a .npy array; write one with numpy.save")
     try:
         return np.load(path, allow_pickle=False)
     except ValueError as error:

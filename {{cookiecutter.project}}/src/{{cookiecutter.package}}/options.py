@@ -76,7 +76,10 @@ def number(below: float | None = None, noun: str = "a number", example: str = ""
     """A number, whole or not, from 0 (to below `below`)."""
     within = ", 0 or more" if below is None else f" from 0 to below {below}"
     example = f", e.g. {example}" if example else ""
-    return Field(strict=True, ge=0, lt=below, description=f"{noun}{within}{example}")
+    # Infinity passes `ge=0`, and would turn off what the number bounds (atol: every check).
+    return Field(
+        strict=True, ge=0, lt=below, allow_inf_nan=False, description=f"{noun}{within}{example}"
+    )
 
 
 class Options(BaseModel):
@@ -379,6 +382,9 @@ class ExportOptions(Options):
 
     @model_validator(mode="after")
     def onnx_listed_for_its_variants(self) -> "ExportOptions":
+        repeated = next((name for name in self.formats if self.formats.count(name) > 1), None)
+        if repeated:
+            raise ValueError(f"formats names {repeated} twice; name each format once")
         derived = [name for name in self.formats if name in FROM_ONNX]
         if derived and "onnx" not in self.formats:
             raise ValueError(

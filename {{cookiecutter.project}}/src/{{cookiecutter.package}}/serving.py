@@ -280,8 +280,11 @@ def parsed_json(body: bytes):
     def non_standard(constant):  # Python's json reads NaN and Infinity, which JSON has not
         raise refuse(422, f"{constant} is not a JSON number; inputs must be finite numbers")
 
+    def whole(digits: str) -> float | int:  # beyond Python's limit on digits: beyond float32
+        return float(digits) if len(digits) > 4000 else int(digits)
+
     try:
-        return json.loads(body, parse_constant=non_standard)
+        return json.loads(body, parse_constant=non_standard, parse_int=whole)
     except (ValueError, RecursionError) as error:  # and UnicodeDecodeError, a ValueError
         raise refuse(400, f"the body is not valid JSON: {error}") from None
 
