@@ -3,6 +3,7 @@ upstream change to adapt the entry to (or the entry to remove)."""
 
 import asyncio
 import collections
+import csv
 import importlib
 import inspect
 import io
@@ -35,6 +36,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from torch.utils.data import DataLoader, IterableDataset
 
 from {{ cookiecutter.package }} import upstream
+from {{ cookiecutter.package }}.loggers import CSVLogger
 
 QUIET = {"logger": False, "enable_progress_bar": False, "enable_model_summary": False}
 
@@ -212,6 +214,20 @@ def test_tensorboard_names_and_event_writer_are_those_of_lightning_s_logger(tmp_
     events = EventAccumulator(str(tmp_path))
     events.Reload()
     assert [(e.step, e.value) for e in events.Scalars("fold1-loss")] == [(3, 0.5)]
+
+
+def test_a_csv_logger_of_a_resumed_run_goes_on_with_the_metrics_file_it_finds(tmp_path):
+    first = CSVLogger(tmp_path, name="csv", version="")
+    first.log_metrics({"val/loss": 0.5, "epoch": 0}, step=9)
+    first.finalize("success")
+    resumed = CSVLogger(tmp_path, name="csv", version="")  # as a rerun of the command starts
+    resumed.log_metrics({"train/loss": 0.25, "epoch": 1}, step=19)  # a column the file lacks
+    resumed.finalize("success")
+    rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
+    assert [(row["step"], row["val/loss"], row["train/loss"]) for row in rows] == [
+        ("9", "0.5", ""),
+        ("19", "", "0.25"),
+    ]
 
 
 def test_torch_names_the_global_it_refuses_to_unpickle():

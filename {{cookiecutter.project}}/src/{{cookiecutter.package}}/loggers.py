@@ -1,15 +1,37 @@
 """Experiment loggers that stop with one line where Lightning's own would end in a traceback,
-or that write less often than Lightning's own."""
+that write less often than Lightning's own, or that keep what a resumed run logged before."""
 
 import time
 from collections.abc import Mapping
 
+from pytorch_lightning.loggers import CSVLogger as LightningCSVLogger
 from pytorch_lightning.loggers import TensorBoardLogger as LightningTensorBoardLogger
 from pytorch_lightning.loggers import WandbLogger as LightningWandbLogger
+from pytorch_lightning.loggers.logger import rank_zero_experiment
 from pytorch_lightning.utilities import rank_zero_only
 
 from .console import UserError
-from .upstream import event_file_writer, leave_out_wandb_anonymous, tensorboard_names
+from .upstream import (
+    appending_csv_writer,
+    event_file_writer,
+    leave_out_wandb_anonymous,
+    tensorboard_names,
+)
+
+
+class CSVLogger(LightningCSVLogger):
+    """Lightning's CSV logger (configs/logger/csv.yaml), whose metrics.csv a resumed run goes on
+    with: rerunning an interrupted run's command resumes it in the same folder, and Lightning's
+    own deletes the file there. Steps logged after the checkpoint it resumes from are logged
+    again, as TensorBoard's files hold them too."""
+
+    @property
+    @rank_zero_experiment
+    def experiment(self):
+        if self._experiment is None:
+            self._fs.makedirs(self.root_dir, exist_ok=True)
+            self._experiment = appending_csv_writer(self.log_dir)
+        return self._experiment
 
 
 class WandbLogger(LightningWandbLogger):

@@ -8,6 +8,7 @@ No dependencies at import: console.py reads the noise filters, and predict and s
 without torch and Lightning. Each entry imports its library itself.
 """
 
+import csv
 import logging
 import os
 import pickle
@@ -164,6 +165,22 @@ def event_file_writer(writer) -> Any:
     """The FileWriter through which torch's SummaryWriter `writer` writes each event (its
     `add_summary`). Relies on: `SummaryWriter._get_file_writer()`, which its `add_scalar` uses."""
     return writer._get_file_writer()
+
+
+def appending_csv_writer(log_dir: str) -> Any:
+    """Lightning's CSV ExperimentWriter for `log_dir`, which goes on with the metrics.csv it
+    finds there, in its columns: Lightning's deletes the file. Relies on: the writer's
+    `_check_log_dir_exists()`, which deletes it as the writer starts, and `metrics_keys`, the
+    columns its `save` writes (and rewrites the file with, where new ones come)."""
+    from pytorch_lightning.loggers.csv_logs import ExperimentWriter
+
+    class AppendingWriter(ExperimentWriter):
+        def _check_log_dir_exists(self) -> None:
+            if self._fs.isfile(self.metrics_file_path):
+                with self._fs.open(self.metrics_file_path, "r", newline="") as file:
+                    self.metrics_keys = next(csv.reader(file), [])
+
+    return AppendingWriter(log_dir=log_dir)
 
 
 def restored_past_max_epochs(error: Exception) -> bool:
