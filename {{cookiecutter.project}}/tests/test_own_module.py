@@ -27,8 +27,10 @@ from conftest import (
 from servers import Server, call
 
 PACKAGE = "{{ cookiecutter.package }}"
-# The user's two files; nothing else in the project changes.
-ADDED = [f"src/{PACKAGE}/models/tiny.py", "configs/model/tiny.yaml"]
+# The user's two files, named as no project of a user's would name its own; nothing else in
+# the project changes.
+NAME = "own_module_check"
+ADDED = [f"src/{PACKAGE}/models/{NAME}.py", f"configs/model/{NAME}.yaml"]
 # A module unlike the project's: no shared base, its own training step and metric names, and
 # made for both tasks (data with a number to predict has num_classes None).
 MODULE = '''"""Multinomial logistic regression with an L2 penalty, judged by its error rate; for a
@@ -87,7 +89,7 @@ class TinyModule(pl.LightningModule):
         return torch.optim.SGD(self.parameters(), lr=self.lr, momentum=0.9)
 '''
 CONFIG = (
-    f"_target_: {PACKAGE}.models.tiny.TinyModule\n"
+    f"_target_: {PACKAGE}.models.{NAME}.TinyModule\n"
     + """in_features: ${data.num_features}
 num_classes: ${data.num_classes}
 lr: 0.1
@@ -102,8 +104,8 @@ mode: min
 def project(tmp_path_factory):
     """A copy of the project with the user's two files added."""
     copy = copy_project(tmp_path_factory.mktemp("own") / "project")
-    (copy / "src" / PACKAGE / "models" / "tiny.py").write_text(MODULE)
-    (copy / "configs" / "model" / "tiny.yaml").write_text(CONFIG)
+    (copy / "src" / PACKAGE / "models" / f"{NAME}.py").write_text(MODULE)
+    (copy / "configs" / "model" / f"{NAME}.yaml").write_text(CONFIG)
     return copy
 
 
@@ -120,7 +122,7 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
         project,
         "train.py",
         *QUIET,
-        "model=tiny",
+        f"model={NAME}",
         *data_overrides,
         "trainer.max_epochs=3",
         f"hydra.run.dir={runs / 'train'}",
@@ -135,7 +137,7 @@ def test_an_own_module_trains_evaluates_exports_and_predicts_on_any_data(
     assert metrics["val/error_best"] <= metrics["val/error"]
     best = runs / "train" / "checkpoints" / "best.ckpt"
     recorded = read_checkpoint(best)["config"]["model"]["_target_"]
-    assert recorded == f"{PACKAGE}.models.tiny.TinyModule"
+    assert recorded == f"{PACKAGE}.models.{NAME}.TinyModule"
 
     evaluated = cli(
         project, "eval.py", *QUIET[:1], f"ckpt_path={best}", f"hydra.run.dir={runs / 'eval'}"
@@ -179,7 +181,7 @@ def test_an_own_module_predicts_numbers_on_a_regression_table(project, example_d
     runs = tmp_path / "runs"
     best = runs / "train" / "checkpoints" / "best.ckpt"
     for script, overrides in (
-        ("train.py", [*QUIET, "model=tiny", *data, "trainer.max_epochs=3"]),
+        ("train.py", [*QUIET, f"model={NAME}", *data, "trainer.max_epochs=3"]),
         ("export.py", [f"ckpt_path={best}", "formats=[onnx]"]),
     ):
         done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
@@ -224,7 +226,7 @@ def test_an_own_module_predicts_numbers_on_a_regression_table(project, example_d
 def test_an_own_module_s_config_mistakes_are_one_line(project, overrides, message, tmp_path):
     run = tmp_path / "run"
     result = cli(  # a module of classes, on the digits' whatever the default data
-        project, "train.py", *QUIET, *DIGITS, "model=tiny", "trainer.max_epochs=1", *overrides,
+        project, "train.py", *QUIET, *DIGITS, f"model={NAME}", "trainer.max_epochs=1", *overrides,
         f"hydra.run.dir={run}",
     )  # fmt: skip
     assert result.returncode == 1, result.stderr[-3000:]
@@ -352,7 +354,7 @@ def add_module(project, name: str, source: str, request):
     module = project / "src" / PACKAGE / "models" / f"{name}.py"
     config = project / "configs" / "model" / f"{name}.yaml"
     module.write_text(source)
-    config.write_text(CONFIG.replace("models.tiny.", f"models.{name}."))
+    config.write_text(CONFIG.replace(f"models.{NAME}.", f"models.{name}."))
     request.addfinalizer(lambda: (module.unlink(missing_ok=True), config.unlink()))
     return module
 
@@ -363,7 +365,7 @@ def test_an_own_module_serves_a_table(project, example_data, tmp_path):
     runs = tmp_path / "runs"
     best = runs / "train" / "checkpoints" / "best.ckpt"
     for script, overrides in (
-        ("train.py", [*QUIET, "model=tiny", "data=table", *data, "trainer.max_epochs=2"]),
+        ("train.py", [*QUIET, f"model={NAME}", "data=table", *data, "trainer.max_epochs=2"]),
         ("export.py", [f"ckpt_path={best}", "formats=[onnx]"]),  # the server runs model.onnx
     ):
         done = cli(project, script, *overrides, f"hydra.run.dir={runs / script[:-3]}")
