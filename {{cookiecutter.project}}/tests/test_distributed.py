@@ -143,6 +143,22 @@ def test_a_nan_loss_on_one_rank_stops_every_rank_at_that_step(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_split_of_fewer_samples_than_processes_is_one_line(tmp_path):
+    # One validation sample for two ranks: Lightning refuses the empty loader of the second.
+    result = run_cli(
+        "train.py", *QUIET, "data=digits", "data.val_fraction=0.0006", "trainer=ddp_cpu",
+        "trainer.max_epochs=1", f"hydra.run.dir={tmp_path}", timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert set(error_lines(result)) == {
+        "error: a split of 1 sample to evaluate leaves some of the 2 processes none: add "
+        "samples, raise data.val_fraction and data.test_fraction, or train on fewer "
+        "trainer.devices"
+    }
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
 def test_sigterm_to_the_launching_process_stops_every_rank_with_one_line(tmp_path):
     # Lightning's own SIGTERM handler broadcast from inside the handler, and could leave the two
     # ranks waiting for each other in different collectives: the result comes back only once

@@ -271,6 +271,12 @@ VARIANTS = {
         "train.py",
         "error: Lightning refuses the model: No `configure_optimizers()` method defined.",
     ),
+    "no-validation-step": (
+        MODULE.replace("def validation_step(", "def unused_validation_step("),
+        "train.py",
+        "error: EarlyStopping watches val/error, which the model does not log (TinyModule "
+        "defines no validation_step); set model.monitor to one it logs: ",
+    ),
     "no-test-step": (
         MODULE.replace("def test_step(", "def unused_test_step("),
         "eval.py",

@@ -2,6 +2,7 @@
 not log."""
 
 import pytorch_lightning as pl
+from pytorch_lightning.utilities.model_helpers import is_overridden
 
 from ..console import UserError
 
@@ -15,11 +16,19 @@ class RequireWatchedMetrics(pl.Callback):
     def on_validation_end(self, trainer, pl_module):
         if trainer.sanity_checking:  # a few batches only: a module may log at epoch end alone
             return
+        self.require(trainer, "")
+
+    def on_train_epoch_end(self, trainer, pl_module):
+        # Without validation, the callbacks read the metric here, at the end of each epoch.
+        if not is_overridden("validation_step", pl_module):
+            self.require(trainer, f" ({type(pl_module).__name__} defines no validation_step)")
+
+    def require(self, trainer, why: str) -> None:
         logged = trainer.callback_metrics
         for callback in trainer.callbacks:
             watched = getattr(callback, "monitor", None)
             if watched and watched not in logged:
                 raise UserError(
                     f"{type(callback).__name__} watches {watched}, which the model does not "
-                    f"log; set model.monitor to one it logs: {', '.join(sorted(logged))}"
+                    f"log{why}; set model.monitor to one it logs: {', '.join(sorted(logged))}"
                 )

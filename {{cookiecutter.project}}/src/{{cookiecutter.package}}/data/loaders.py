@@ -8,6 +8,8 @@ import torch
 import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from ..console import UserError, counted
+
 
 class InMemoryDataset(Dataset):
     """Tensors held in memory, fetched a whole batch at a time.
@@ -71,8 +73,16 @@ def training_sampler(dataset: Dataset) -> DistributedSampler:
 
 
 def evaluation_sampler(dataset: Dataset) -> UnpaddedDistributedSampler | None:
-    """The sampler for a validation, test or predict loader: None in a single process."""
+    """The sampler for a validation, test or predict loader: None in a single process. Each
+    rank needs a sample: Lightning refuses a loader that is empty on one, in a traceback."""
     if distributed():
+        ranks = dist.get_world_size()
+        if len(dataset) < ranks:  # type: ignore[arg-type]
+            raise UserError(
+                f"a split of {counted(len(dataset), 'sample')} to evaluate leaves some of the "  # type: ignore[arg-type]
+                f"{ranks} processes none: add samples, raise data.val_fraction and "
+                "data.test_fraction, or train on fewer trainer.devices"
+            )
         return UnpaddedDistributedSampler(dataset)
     return None
 
