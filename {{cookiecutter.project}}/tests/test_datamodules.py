@@ -184,3 +184,12 @@ def test_a_datamodule_of_ones_own_that_breaks_a_step_is_told_which_in_one_line(m
     monkeypatch.delattr(DigitsDataModule, "kind")
     with pytest.raises(UserError, match="DigitsDataModule names no input kind: set kind = "):
         DigitsDataModule().setup()
+
+
+def test_the_digits_refuse_a_model_trained_on_other_images_in_one_line():
+    digits = DigitsDataModule()
+    digits.setup()
+    trained = digits.contract.to_dict()  # as if the model had learned from 16 x 16 images
+    trained["input"]["shape"], trained["preprocessing"]["image_size"] = [1, 16, 16], 16
+    with pytest.raises(UserError, match="^the digits are 1 x 8 x 8 images and the model takes"):
+        DigitsDataModule(contract=trained).setup()

@@ -6,6 +6,7 @@ import torch
 from sklearn.datasets import load_digits
 
 from .. import targets
+from ..console import UserError
 from ..contract import Contract
 from ..kinds import image
 from ..targets import classification, regression
@@ -46,6 +47,12 @@ class DigitsDataModule(ContractDataModule):
 
     def apply(self, samples: tuple[np.ndarray, pd.Series], contract: Contract) -> dict:
         images, values = samples
+        if contract.input.shape != list(images.shape[1:]):  # a trained model of other images
+            takes = " x ".join(map(str, contract.input.shape))
+            raise UserError(
+                f"the digits are 1 x 8 x 8 images and the model takes {takes}: evaluate it on "
+                "data like its training data"
+            )
         inputs = torch.from_numpy(image.normalize(images, contract.preprocessing))
         # A copy: pandas may share its memory, which torch would warn about.
         labels = torch.tensor(targets.get(contract.target.task).encode(values, contract.target))
