@@ -292,6 +292,19 @@ def test_files_that_are_not_checkpoints_of_this_project_give_one_line(contents, 
         assert "\n" not in str(error.value)
 
 
+def test_an_export_passed_as_a_checkpoint_says_to_pass_the_checkpoint_instead(
+    exported_run, tmp_path
+):
+    for path, what in [
+        (exported_run, "an export"),
+        (exported_run / "model.pt2", "a torch.export program"),
+        (exported_run / "model.ts", "a TorchScript module"),
+    ]:
+        cfg = compose_config("eval", tmp_path / "eval", [f"ckpt_path={path}"])
+        with pytest.raises(UserError, match=f"is {what}, which export.py writes, not a"):
+            evaluate(cfg)
+
+
 def config_a_string(checkpoint: dict) -> None:
     checkpoint["config"] = "model: cnn"
 

@@ -25,6 +25,7 @@ from {{ cookiecutter.package }}.builders import build_datamodule, build_model
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
+from {{ cookiecutter.package }}.kinds.image import read_inputs as read_images
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
 from {{ cookiecutter.package }}.kinds.table import form as table_form
 from {{ cookiecutter.package }}.targets.classification import Target as Classes
@@ -335,6 +336,11 @@ def test_folders_named_by_numbers_are_a_regression_target(tmp_path):
         "data.task=regression",
     )
     fails_with("data.task=ranking is unknown", build_images, tmp_path, root, "data.task=ranking")
+
+
+def test_predict_on_a_folder_without_images_gives_one_line(tmp_path):
+    (tmp_path / "notes.txt").write_text("no image here")
+    fails_with(f"input={str(tmp_path)!r} holds no images (", read_images, tmp_path, None)
 
 
 def test_a_missing_root_gives_one_line(tmp_path):

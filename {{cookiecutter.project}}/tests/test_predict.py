@@ -305,6 +305,7 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
             "{tmp}/words.npy",
             "is neither an .onnx file nor a folder with model.onnx; pass model=<export dir>",
         ),
+        ("{tmp}/nowhere", "{tmp}/words.npy", "nowhere' does not exist; pass model=<export dir>"),
         (
             "{partial}",
             "{tmp}/words.npy",
@@ -335,6 +336,7 @@ def test_wrong_input_shape_gives_one_clear_line(exported_run, tmp_path):
         "not-an-input",
         "not-onnx",
         "no-model",
+        "no-such-model",
         "model-gone",
         "a-run",
         "its-checkpoints",

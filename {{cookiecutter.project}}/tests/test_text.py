@@ -188,7 +188,7 @@ def test_half_a_surrogate_pair_is_refused_before_the_tokenizer(text_export):
 @pytest.mark.parametrize(
     ("rows", "line"),
     [
-        ([("star moon", "sky"), ("  ", "kitchen")], "column 'body' holds an empty text in row 1"),
+        ([("star moon", "sky"), ("  ", "kitchen")], "empty text in 10 rows (the first: row 1)"),
         ([(3, "sky"), (4, "kitchen")], "column 'body' holds int values such as 3, not text"),
         ([("star moon", "sky"), ("bread soup", "sky")], "holds one class (sky); a classifier"),
     ],

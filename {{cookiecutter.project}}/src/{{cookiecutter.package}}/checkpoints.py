@@ -28,6 +28,8 @@ from .upstream import refused_a_global
 # Where a refused target can be allowed; never by a checkpoint.
 ALLOWLIST_FILE = "configs/allowed_targets.yaml"
 DOTTED_NAME = re.compile(r"[A-Za-z]\w*(\.[A-Za-z]\w*)+")
+# The files of an export that are zip archives too, which torch.load would fail to read.
+EXPORTED = {".pt2": "a torch.export program", ".ts": "a TorchScript module"}
 ZIP_MAGIC = b"PK\x03\x04"  # the first bytes of a zip archive, which torch.save writes
 CRC_CHUNK = 64 << 20  # bytes summed per call: large, and bounded for members of any size
 
@@ -39,6 +41,12 @@ def load_checkpoint(path: str | Path) -> dict:
         raise UserError(
             f"ckpt_path {str(path)!r} is a folder; pass the checkpoint in it, e.g. "
             f"ckpt_path={checkpoint}"
+        )
+    if path.suffix in EXPORTED or (path / "manifest.json").is_file():
+        what = EXPORTED.get(path.suffix, "an export")
+        raise UserError(
+            f"{path} is {what}, which export.py writes, not a checkpoint: pass the checkpoint "
+            "it was exported from (ckpt_path=<a .ckpt file of a training run>)"
         )
     if not path.is_file():
         raise UserError(

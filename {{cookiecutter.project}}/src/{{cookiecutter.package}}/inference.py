@@ -42,6 +42,8 @@ def not_an_export(path: Path) -> str:
         )
     if (path / "manifest.json").is_file():  # an export without its model: a partial copy
         return f"{path} lacks model.onnx, which its manifest lists; copy all of it or export again"
+    if not path.exists():
+        return f"model={str(path)!r} does not exist; pass model=<export dir>"
     return (
         f"model={str(path)!r} is neither an .onnx file nor a folder with model.onnx; "
         "pass model=<export dir>"
@@ -126,12 +128,15 @@ def check_manifest(manifest: Manifest, session: ort.InferenceSession, path: Path
     expected = session.get_inputs()[0].shape[1:]
     declared = manifest.input.shape[1:]
     if declared != expected:
-        raise UserError(f"{path} declares inputs of shape {declared}, the model takes {expected}")
+        raise UserError(
+            f"{path} declares inputs of shape {declared}, the model takes {expected}; export again"
+        )
     given = session.get_outputs()[0].shape[-1]
     wanted = task_of(manifest).outputs(manifest.target)
     if given != wanted:
         raise UserError(
-            f"{path} describes a {manifest.task} of {wanted} outputs, the model has {given}"
+            f"{path} describes a {manifest.task} of {wanted} outputs, the model has {given}; "
+            "export again"
         )
     kind_of(manifest).check(manifest.preprocessing, expected, str(path))
 

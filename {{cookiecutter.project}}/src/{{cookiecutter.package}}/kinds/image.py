@@ -272,6 +272,8 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
     files = [path] if path.is_file() and path.suffix.lower() in SUFFIXES else []
     if path.is_dir():
         files = image_files(path)
+        if not files:
+            raise UserError(f"input={str(path)!r} holds no images ({', '.join(SUFFIXES)})")
     if not files:
         raise UserError(
             f"input={str(path)!r} is not an image, a folder of images ({', '.join(SUFFIXES)}) "

@@ -203,7 +203,7 @@ def require_commas(names: list[str], path: Path) -> None:
     """A CSV header that commas split into one name, such as "a;b": nor do they split its rows."""
     if path.suffix.lower() != ".csv" or len(names) != 1:
         return
-    for separator in (";", "\t"):
+    for separator in (";", "\t", "|"):
         if separator in names[0]:
             raise UserError(
                 f"{path} separates its columns with {separator!r}, not commas; save it as CSV "
@@ -225,10 +225,14 @@ def header(path: Path) -> list[str]:
 
 def require_columns(frame: pd.DataFrame, columns: list[str], source: str) -> None:
     missing = [column for column in columns if column not in frame.columns]
-    if missing:
-        raise UserError(
-            f"{source} has no column {missing[0]!r}; its columns: {', '.join(map(str, frame))}"
-        )
+    if not missing:
+        return
+    # Hydra reads data.target=2020 as a number, which names no column "2020".
+    quote = f" (Hydra reads {missing[0]} as a number: quote it, '{missing[0]}')"
+    raise UserError(
+        f"{source} has no column {missing[0]!r}; its columns: {', '.join(map(str, frame))}"
+        + (quote if not isinstance(missing[0], str) and str(missing[0]) in frame else "")
+    )
 
 
 # Fitting
@@ -457,6 +461,8 @@ def from_json(payload: dict, preprocessing: Preprocessing) -> np.ndarray:
     if "inputs" in payload:
         return from_arrays(number_array(payload["inputs"], "inputs"), preprocessing, "inputs")
     rows = payload.get("rows")
+    if rows == []:
+        raise UserError("rows holds no rows; send at least one")
     if (
         not isinstance(rows, list)
         or not rows

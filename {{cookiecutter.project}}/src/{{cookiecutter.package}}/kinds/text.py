@@ -159,8 +159,11 @@ def encode(texts: list[str], preprocessing: Preprocessing, source: str = "the te
     )
 
 
-def text_column(frame: "pd.DataFrame", column: str, source: str) -> list[str]:
-    """The texts of `column`, refused in one line if it is missing or holds something else."""
+def text_column(
+    frame: "pd.DataFrame", column: str, source: str, fix: str = "pass data.text=<a column of text>"
+) -> list[str]:
+    """The texts of `column`, refused in one line if it is missing or holds something else
+    (`fix`: what to do about values that are not text)."""
     if column not in frame.columns:
         raise UserError(
             f"{source} has no column {column!r}; its columns: {', '.join(map(str, frame))}"
@@ -176,13 +179,13 @@ def text_column(frame: "pd.DataFrame", column: str, source: str) -> list[str]:
     if wrong:
         raise UserError(
             f"{source}: column {column!r} holds {type(wrong[0]).__name__} values such as "
-            f"{wrong[0]!r}, not text; pass data.text=<a column of text>"
+            f"{wrong[0]!r}, not text; {fix}"
         )
     empty = values.str.strip() == ""
     if empty.any():
         raise UserError(
-            f"{source}: column {column!r} holds an empty text in row {empty.idxmax()} (and "
-            f"{empty.sum() - 1} more); give every sample some text, or drop those rows"
+            f"{source}: column {column!r} holds an empty text in {counted(empty.sum(), 'row')} "
+            f"(the first: row {empty.idxmax()}); give every sample some text, or drop those rows"
         )
     return list(values)
 
@@ -211,7 +214,8 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
     if path.is_file() and path.suffix.lower() in TABLE_SUFFIXES:
         from .table import read_table  # pandas, for a table of texts only
 
-        texts = text_column(read_table(path), preprocessing.column, str(path))
+        trained = "the model was trained on texts there"
+        texts = text_column(read_table(path), preprocessing.column, str(path), trained)
         sources = [{"file": str(path), "index": index} for index in range(len(texts))]
         return encode(texts, preprocessing, str(path)), sources
     files = [path] if path.is_file() and path.suffix.lower() == TEXT_SUFFIX else []
