@@ -12,16 +12,9 @@ import hashlib
 import importlib
 import json
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializeAsAny,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, SerializeAsAny, ValidationError, model_validator
 
 from .console import UserError
 
@@ -127,7 +120,7 @@ class Artifact(Model):
     those the project's tests run it in: OpenVINO, and onnx's reference evaluator where export
     ran it there."""
 
-    file: Annotated[str, Field(pattern=r"^[^/\\]+$", description="A file beside the manifest")]
+    file: str
     sha256: str
     digest: str
     bytes: int
