@@ -755,6 +755,17 @@ def test_dates_and_times_become_the_numbers_of_their_parts(tmp_path):
     )
 
 
+def test_dates_that_read_day_first_too_are_read_month_first_with_a_note(tmp_path, capsys):
+    days = pd.date_range("2024-01-01", periods=40, freq="6h")  # the 1st to the 10th
+    datamodule, _ = build_table(tmp_path, table(tmp_path, seen=days.strftime("%d/%m/%Y %H:%M")))
+    assert datamodule.contract.preprocessing.columns[-1].format == "%m/%d/%Y %H:%M"
+    assert "note: column 'seen' holds dates such as '" in capsys.readouterr().out
+    days = pd.date_range("2024-01-01", periods=40)  # the 13th and later: the day comes first
+    datamodule, _ = build_table(tmp_path, table(tmp_path, seen=days.strftime("%d/%m/%Y")))
+    assert datamodule.contract.preprocessing.columns[-1].format == "%d/%m/%Y"
+    assert "note: column 'seen'" not in capsys.readouterr().out
+
+
 def test_predict_reads_dates_as_the_model_was_trained_on_them(tmp_path):
     from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train

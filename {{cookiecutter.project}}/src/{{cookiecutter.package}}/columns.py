@@ -1,6 +1,8 @@
 """A table column's values read as numbers, dates or categories, the same way for features and
 for targets, in training and in prediction. pandas only."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
@@ -62,16 +64,31 @@ def date_format(values: pd.Series) -> str | None:
     present = values.dropna()
     if values.dtype.kind != "O" or not len(present) or not isinstance(present.iloc[0], str):
         return None
-    form = guess_datetime_format(present.iloc[0]) or ""
+    with warnings.catch_warnings():  # of a guess of the day first, which is tried below too
+        warnings.simplefilter("ignore", UserWarning)
+        form = guess_datetime_format(present.iloc[0]) or ""
     months = ("%m", "%b", "%B")
     if "%Y" not in form or "%d" not in form or not any(month in form for month in months):
         return None
     # Year first is year, month, day; otherwise the day may come first.
-    swapped = form.replace("%m", "\0").replace("%d", "%m").replace("\0", "%d")
-    for candidate in (form,) if form.startswith("%Y") else (form, swapped):
+    for candidate in (form,) if form.startswith("%Y") else (form, day_first(form)):
         if pd.to_datetime(present, format=candidate, errors="coerce").notna().all():
             return candidate
     return form  # the values that do not read so are refused when they are read
+
+
+def day_first(form: str) -> str:
+    """A date format with the day and the month in each other's place."""
+    return form.replace("%m", "\0").replace("%d", "%m").replace("\0", "%d")
+
+
+def read_either_way(values: pd.Series, form: str) -> bool:
+    """Whether every date of a column in `form`, month first, also reads day first (01/03/2024
+    and 02/03/2024): then nothing in them says which they are."""
+    if form.startswith("%Y") or "%m" not in form or values.dtype.kind != "O":
+        return False
+    present = values.dropna().map(str)
+    return bool(pd.to_datetime(present, format=day_first(form), errors="coerce").notna().all())
 
 
 def datetimes(values: pd.Series, name: str, form: str, source: str = "the table") -> pd.Series:

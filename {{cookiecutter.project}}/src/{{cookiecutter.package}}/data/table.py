@@ -5,6 +5,7 @@ import pandas as pd
 import torch
 
 from .. import targets
+from ..columns import read_either_way
 from ..console import UserError, counted
 from ..contract import Contract
 from ..kinds import table
@@ -113,6 +114,14 @@ class TableDataModule(ContractDataModule):
         name = self.hparams.target
         target = table.fit_target(frame[name], name, self.hparams.task, self.hparams.units, train)
         preprocessing = table.fit(frame.iloc[train], *self.features(frame))
+        for column in preprocessing.columns:
+            values = frame[column.name].iloc[train]
+            if isinstance(column, table.Datetime) and read_either_way(values, column.format):
+                note(
+                    f"column {column.name!r} holds dates such as {values.dropna().iloc[0]!r}, "
+                    f"read month first ({column.format}), which read day first too: write them "
+                    "as 2024-03-01 if the day comes first"
+                )
         return self.declare(preprocessing, target)
 
     def apply(self, frame: pd.DataFrame, contract: Contract) -> dict:
