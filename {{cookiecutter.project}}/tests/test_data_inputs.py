@@ -657,10 +657,12 @@ def test_a_column_with_no_name_in_the_header_is_left_out_unless_named(tmp_path, 
 
 
 def test_a_model_for_another_task_than_the_target_is_one_line(tmp_path):
-    path = table(tmp_path, "data.parquet", price=np.linspace(1, 9, 40))
+    path = table(tmp_path, "data.parquet", price=np.linspace(1, 9, 40), stars=[1, 2, 3, 4] * 10)
     for overrides, target, message in [
         ([], "price", "Classifier is a classification model, but data 'price' is a regression"),
         (["model=regressor"], "kind", "Regressor is a regression model, but data 'kind' is a"),
+        (["model=regressor"], "kind", "pass model=classifier: its classes are words, not numbers"),
+        (["model=regressor"], "stars", "pass data.task=regression to predict it as a number"),
     ]:
         datamodule, cfg = build_table(tmp_path, path, *overrides, target=target)
         fails_with(message, build_model, cfg, datamodule)

@@ -2,6 +2,7 @@
 
 import importlib
 import inspect
+import math
 import re
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
@@ -265,10 +266,21 @@ def named(target: Target) -> str:
 def task_hint(datamodule: pl.LightningDataModule) -> str:
     """How to train on the data's target all the same: its task's hint, and where a stream
     (its class's kind; the instance's is its samples') takes data.task: from optimize.py."""
-    hint = targets.get(datamodule.contract.target.task).HINT
+    target = datamodule.contract.target
+    hint = targets.get(target.task).HINT
+    words = target.task == "classification" and not all(map(is_number, target.class_names))
+    if words:  # no number to predict in them: data.task=regression would refuse them
+        hint = "pass model=classifier: its classes are words, not numbers to predict"
     if getattr(type(datamodule), "kind", None) == "stream":
         hint += "; a stream's data.task is optimize.py's, which writes its chunks"
     return hint
+
+
+def is_number(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
 
 
 # How a model's config reads the data's class count.
