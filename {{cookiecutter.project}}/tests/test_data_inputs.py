@@ -27,6 +27,7 @@ from {{ cookiecutter.package }}.kinds.image import encode as decode_image
 from {{ cookiecutter.package }}.kinds.image import open_image
 from {{ cookiecutter.package }}.kinds.image import read_inputs as read_images
 from {{ cookiecutter.package }}.kinds.table import encode as encode_table
+from {{ cookiecutter.package }}.kinds.table import features_setting
 from {{ cookiecutter.package }}.kinds.table import form as table_form
 from {{ cookiecutter.package }}.targets.classification import Target as Classes
 from {{ cookiecutter.package }}.targets.classification import encode as encode_classes
@@ -587,6 +588,15 @@ def test_an_integer_target_with_few_values_is_classification(tmp_path):
 def test_bad_tables_give_one_line(tmp_path, columns, overrides, target, message):
     path = table(tmp_path, "data.parquet", **columns)  # Parquet keeps each column's type
     fails_with(message, build_table, tmp_path, path, *overrides, target=target)
+
+
+def test_the_features_setting_a_line_suggests_reads_back_as_the_names(tmp_path):
+    names = ["size", "Größe", "2020", "it's", "first name"]
+    setting = features_setting(names)
+    assert setting.startswith('"') and setting.endswith('"')  # for the shell
+    cfg = compose_config("train", tmp_path, ["data=table", setting[1:-1]])
+    assert list(cfg.data.features) == names
+    assert features_setting(["size", "colour"]) == "data.features=[size,colour]"
 
 
 def test_a_table_of_the_target_alone_is_one_line(tmp_path):

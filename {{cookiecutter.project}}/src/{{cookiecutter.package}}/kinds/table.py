@@ -5,6 +5,7 @@ training vocabulary; missing values filled in. pandas and numpy only."""
 import csv
 import json
 import math
+import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Literal
@@ -88,6 +89,8 @@ MAX_INTEGER_CLASSES = 20
 # target, most classes would have no training row, and the model could not be right.
 MAX_IDENTIFIER_VALUES = 20
 UNKNOWN = "<unknown>"
+# A column name that Hydra's grammar reads as it is in a list, unquoted.
+PLAIN_NAME = re.compile(r"[A-Za-z_][\w.-]*", re.ASCII)
 # The parts of a date that become features (pandas' names); those of a time of day only if the
 # training values have one.
 Part = Literal["year", "month", "day", "day_of_week", "day_of_year", "hour", "minute"]
@@ -289,14 +292,25 @@ def fit_categorical(values: pd.Series, name: str, columns: list[str]) -> Categor
     present = categories(values.dropna())
     counts = present.value_counts()
     if len(counts) > max(MAX_IDENTIFIER_VALUES, len(present) / 2):
-        others = ",".join(column for column in columns if column != name)
+        others = features_setting([column for column in columns if column != name])
         raise UserError(
             f"column {name!r} holds {len(counts)} distinct values in {len(present)} training "
             "rows: an identifier, not categories, which one-hot encoding would make a feature "
-            f"per row; leave it out with data.features=[{others}]"
+            f"per row; leave it out with {others}"
         )
     fill = str(counts.idxmax()) if len(present) else UNKNOWN
     return Categorical(name=name, vocabulary=sorted(counts.index), fill=fill)
+
+
+def features_setting(names: list[str]) -> str:
+    """data.features=[...] naming `names` as Hydra reads them, and a shell passes them on: a
+    name that is more than letters, digits and _ . - in quotes, and then the whole in quotes."""
+    quoted = [
+        name if PLAIN_NAME.fullmatch(name) else "'" + name.replace("'", "\\'") + "'"
+        for name in map(str, names)
+    ]
+    setting = f"data.features=[{','.join(quoted)}]"
+    return setting if quoted == list(map(str, names)) else f'"{setting}"'
 
 
 def feature_names(spec: Numeric | Categorical | Datetime) -> list[str]:
