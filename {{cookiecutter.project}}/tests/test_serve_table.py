@@ -55,6 +55,10 @@ def test_rows_get_the_values_predict_py_gives_for_the_csv(server, table_export, 
     assert answer.json()["predictions"] == [{"value": p["value"]} for p in expected]
     one = post(server, json={"rows": [{**rows[5], "unused column": "ignored"}]})
     assert one.json()["predictions"] == [{"value": expected[5]["value"]}]
+    # A boolean where the model takes a number, as a CSV's column of True and False trains it.
+    flags = [{**rows[5], "hue": flag} for flag in (True, False, 1.0, 0.0)]
+    values = [p["value"] for p in post(server, json={"rows": flags}).json()["predictions"]]
+    assert values[:2] == values[2:] and values[0] != values[1]
     info = call("GET", f"{server.url}/info").json()
     assert info["task"] == "regression" and info["classes"] is None
     page = call("GET", f"{server.url}/").text
@@ -138,7 +142,7 @@ BAD_ROWS = {
     ),
     "list": (lambda row: {"json": {"rows": [{**row, "hue": [1]}]}}, 422, "a list of objects"),
     "infinite": (infinite, 422, "sample 0 holds NaN or infinite values"),
-    "no rows": (lambda row: {"json": {"rows": []}}, 422, "rows must be a list of objects"),
+    "no rows": (lambda row: {"json": {"rows": []}}, 422, "rows holds no rows; send at least one"),
     "not objects": (lambda row: {"json": {"rows": [[1, 2]]}}, 422, "a list of objects"),
     "image": (lambda row: {"data": Upload(b"\x89PNG")}, 415, "this model takes table rows"),
 }

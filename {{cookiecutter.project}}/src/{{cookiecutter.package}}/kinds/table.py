@@ -12,7 +12,15 @@ from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import ConfigDict, Field, StrictStr, TypeAdapter, create_model, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    TypeAdapter,
+    create_model,
+    model_validator,
+)
 
 from ..columns import categories, date_format, datetimes, nested, numeric_column, positions
 from ..console import UserError
@@ -448,12 +456,13 @@ def read_inputs(path: Path, preprocessing: Preprocessing) -> tuple[np.ndarray, l
 
 def json_forms(preprocessing: Preprocessing) -> dict:
     """Rows of every column (null where a value is missing; a categorical value may be a
-    number, and columns the model does not use may come too), or raw numbers in column order."""
+    number, a numeric one a boolean, as a CSV's True reads; and columns the model does not use
+    may come too), or raw numbers in column order."""
     value = Number | StrictStr | None
     # Field names of their own: a column's name may be anything, "_private" or "model_config".
     columns: dict = {
         f"column_{index}": (
-            Number | None if isinstance(column, Numeric) else value,
+            Number | StrictBool | None if isinstance(column, Numeric) else value,
             Field(alias=column.name, title=column.name),
         )
         for index, column in enumerate(preprocessing.columns)
