@@ -23,13 +23,14 @@ from conftest import (
     stop_at_epoch,
     with_model,
 )
+from omegaconf import OmegaConf
 
 from {{ cookiecutter.package }}.checkpoints import (
     load_checkpoint,
     resume_path,
 )
 from {{ cookiecutter.package }}.console import UserError
-from {{ cookiecutter.package }}.tasks.train import train
+from {{ cookiecutter.package }}.tasks.train import note_other_settings, train
 
 THREE_EPOCHS = [*FEW_BATCHES, "trainer.max_epochs=3"]
 
@@ -89,6 +90,7 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
 
     result = run_cli("train.py", *overrides, f"hydra.run.dir={run_dir}")  # the same command
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "note: model." not in result.stdout  # the same settings as its checkpoint's
     assert f"Restoring states from the checkpoint path at {last}" in result.stdout + result.stderr
     whole, resumed = (
         load_checkpoint(path / "checkpoints" / "last.ckpt")
@@ -101,6 +103,20 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path):
     for run in metrics:
         run.pop("best_model_path")
     assert metrics[0] == metrics[1]
+
+
+def test_model_settings_other_than_the_resumed_checkpoint_s_are_noted(capsys):
+    model = {"_target_": "models.Net", "optimizer": {"lr": 0.1}, "dropout": 0.2}
+    checkpoint = {"config": {"model": model}}
+    note_other_settings(checkpoint, OmegaConf.create(model), "last.ckpt")
+    assert capsys.readouterr().out == ""
+    faster = OmegaConf.create({**model, "optimizer": {"lr": 0.5}})
+    note_other_settings(checkpoint, faster, "last.ckpt")
+    assert capsys.readouterr().out == (
+        "note: model.optimizer.lr=0.5 here, 0.1 in last.ckpt (1 setting of the model differs): "
+        "resuming restores the optimizer's and the scheduler's state from it, their learning "
+        "rate too\n"
+    )
 
 
 def files(run_dir) -> dict:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytorch_lightning as pl
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from pytorch_lightning.utilities import rank_zero_only
 from pytorch_lightning.utilities.exceptions import MisconfigurationException
 from pytorch_lightning.utilities.model_helpers import is_overridden
@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..builders import build_datamodule, build_model, build_trainer, check_fits, seed_everything
 from ..checkpoints import check_resumable, load_checkpoint, resume_path
-from ..console import UserError, show
+from ..console import UserError, counted, show
 from ..launch import (
     output_setting,
     relaunches_script,
@@ -26,7 +26,7 @@ from ..launch import (
 )
 from ..options import check_train_options
 from ..records import log_metrics, plain_metrics, record_run, write_json
-from ..run_dir import earlier_metrics, finished
+from ..run_dir import earlier_metrics, finished, flatten
 from ..upstream import restored_past_max_epochs
 
 say = rank_zero_only(show)
@@ -59,6 +59,7 @@ def train(cfg: DictConfig) -> float | None:
     if resumed:  # before Lightning's own loading: one line for other data or another model
         check_resumable(resumed, datamodule.contract, ckpt_path)
         check_fits(model, resumed["state_dict"], ckpt_path)
+        note_other_settings(resumed, cfg.model, ckpt_path)
     del resumed  # Lightning loads the weights into the model itself: no copy held while training
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
@@ -86,6 +87,22 @@ def train(cfg: DictConfig) -> float | None:
         say(stopped_early)
     say(f"run directory: {output_dir}")
     return swept_value(metrics, cfg.optimized_metric)
+
+
+def note_other_settings(checkpoint: dict, model: DictConfig, path: str) -> None:
+    """A note when the model's settings differ from those of the checkpoint that training
+    resumes: Lightning restores the optimizer's and the scheduler's state from it, the learning
+    rate among it, whatever the config says now."""
+    then = dict(flatten(checkpoint["config"].get("model") or {}))
+    now = dict(flatten(OmegaConf.to_container(model, resolve=True)))
+    changed = [key for key in sorted(then.keys() | now.keys()) if then.get(key) != now.get(key)]
+    if changed:
+        key, differ = changed[0], "differs" if len(changed) == 1 else "differ"
+        say(
+            f"note: model.{key}={now.get(key)} here, {then.get(key)} in {path} "
+            f"({counted(len(changed), 'setting')} of the model {differ}): resuming restores the "
+            "optimizer's and the scheduler's state from it, their learning rate too"
+        )
 
 
 def log_every_epoch(trainer: pl.Trainer, datamodule: pl.LightningDataModule) -> None:
