@@ -76,10 +76,10 @@ def evaluation_sampler(dataset: Dataset) -> UnpaddedDistributedSampler | None:
     """The sampler for a validation, test or predict loader: None in a single process. Each
     rank needs a sample: Lightning refuses a loader that is empty on one, in a traceback."""
     if distributed():
-        ranks = dist.get_world_size()
-        if len(dataset) < ranks:  # type: ignore[arg-type]
+        ranks, samples = dist.get_world_size(), len(dataset)  # type: ignore[arg-type]
+        if samples < ranks:
             raise UserError(
-                f"a split of {counted(len(dataset), 'sample')} to evaluate leaves some of the "  # type: ignore[arg-type]
+                f"a split of {counted(samples, 'sample')} to evaluate leaves some of the "
                 f"{ranks} processes none: add samples, raise data.val_fraction and "
                 "data.test_fraction, or train on fewer trainer.devices"
             )
