@@ -15,8 +15,10 @@ from conftest import (
     FAST_LATENCY,
     QUIET,
     ROOT,
+    TASK_MODELS,
     compose_config,
     copy_project,
+    default_task,
     error_lines,
     kept_in_log,
     run_cli,
@@ -101,6 +103,15 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
     assert override.get_key_element() in {"input", "hydra.run.dir"}
     assert plain == {override.get_key_element(): override.value()}
     assert type(plain[key]) is type(override.value())
+
+
+def test_a_setting_the_optimizer_refuses_leaves_the_run_folder_to_the_corrected_command(tmp_path):
+    # Refused before the loggers write: the folder holds the run's records and log alone.
+    run, model = tmp_path / "run", f"model={TASK_MODELS[default_task()]}"
+    refused = run_cli("train.py", model, "model.optimizer.lr=-1", f"hydra.run.dir={run}")
+    assert refused.returncode == 1
+    assert first_line(refused).startswith("error: model.optimizer (lr=-1, ")
+    assert sorted(path.name for path in run.iterdir()) == [".hydra", "train.log"]
 
 
 @pytest.mark.parametrize(
@@ -505,6 +516,7 @@ def test_a_full_disk_during_an_export_names_its_folder_and_leaves_no_staging(dig
         "under a file",
         "not writable",
         "output dir is a file",
+        "output dir holds other files",
         "output dir not writable",
         "disk full",
         pytest.param("full at checkpoint", marks=SLOW),
@@ -523,6 +535,12 @@ def test_environment_problems_give_one_line_and_leave_nothing_half_written(case,
             [f"hydra.run.dir={run_dir}", f"paths.output_dir={file}"],
             {},
             f"paths.output_dir {file} is a file, not a folder: choose another paths.output_dir",
+        ),
+        "output dir holds other files": (
+            [f"hydra.run.dir={run_dir}", f"paths.output_dir={tmp_path}"],
+            {},
+            f"{tmp_path} is not empty and holds no run (no .hydra/config.yaml): choose a new or "
+            "empty paths.output_dir",
         ),
         "output dir not writable": (
             [f"hydra.run.dir={run_dir}", "paths.output_dir=/sys/no-runs-here/x"],

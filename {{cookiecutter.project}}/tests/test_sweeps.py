@@ -132,6 +132,22 @@ def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path,
 
 
 @pytest.mark.slow
+def test_jobs_that_share_paths_output_dir_are_refused_after_the_first(tmp_path, watched):
+    shared = ["-m", "model.optimizer.lr=0.001,0.01", f"paths.output_dir={tmp_path / 'files'}"]
+    typo = ["-m", "model.optimizer.lrr=0.001,0.01"]
+    # A sweep refused before its first job leaves its folder to the corrected command.
+    assert run_cli("train.py", *typo, *JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}").returncode
+    result = run_cli("train.py", *shared, *JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}")
+    assert result.returncode == 1
+    assert error_lines(result) == [
+        f"error: {tmp_path / 'files'} holds a run with other settings (model.optimizer.lr was "
+        "0.001, now 0.01): rerun it with its own settings to resume it, or choose a new "
+        "paths.output_dir"
+    ]
+    assert f"{watched[0]}_best" in json.loads((tmp_path / "files" / "metrics.json").read_text())
+
+
+@pytest.mark.slow
 def test_grid_jobs_get_own_dirs_and_wandb_runs_and_dotenv_secrets_stay_out(tmp_path):
     # .env puts W&B offline: that the runs come out offline shows the file was read.
     (tmp_path / ".env").write_text(f"WANDB_MODE=offline\nWANDB_API_KEY={SECRET}\n")

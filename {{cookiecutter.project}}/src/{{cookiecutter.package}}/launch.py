@@ -103,6 +103,22 @@ class KeepRunRecords(Callback):
         if store is not None:
             store.set(CHECKED_RUN_DIR, str(run_dir))
 
+    def on_job_start(self, config: DictConfig, **kwargs) -> None:
+        """A sweep's job writes below the sweep's folder, in a directory of its own. Where
+        paths.output_dir sends every job's files to one folder, each job after the first would
+        find the first one's run there, and report its metric as its own: checked as a run's
+        (`on_run_start`), the job with other settings is refused."""
+        if HydraConfig.get().mode != RunMode.MULTIRUN or process_rank() != 0:
+            return
+        task_config = OmegaConf.to_container(config)
+        del task_config["hydra"]
+        written = OmegaConf.select(config, "paths.output_dir", throw_on_resolution_failure=False)
+        job_dir = Path(config.hydra.runtime.output_dir)
+        problem = refusal(job_dir, task_config, written)
+        if problem:
+            exit_with_error(problem)
+        keep_settings(job_dir, task_config, written)
+
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         """A sweep's folder named by the time is its own too. Each job composes its config again
         from the command line's overrides (Hydra's `load_sweep_config`): the folder made here

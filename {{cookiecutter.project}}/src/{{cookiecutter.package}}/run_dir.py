@@ -48,8 +48,7 @@ def refusal(run_dir: Path, config: dict, output_dir: str | None) -> str | None:
     problem = problem or other_run(run_dir, config) or unwritable(run_dir)
     if not problem and output_dir and Path(output_dir).absolute() != run_dir:
         earlier = Path(output_dir).absolute()
-        if earlier.is_file() or (earlier / ".hydra" / "config.yaml").is_file():
-            problem = other_run(earlier, config, "paths.output_dir")
+        problem = other_run(earlier, config, "paths.output_dir")
         problem = problem or unwritable(earlier, setting="paths.output_dir=...")
     return problem
 
@@ -77,6 +76,8 @@ def sweep_refusal(sweep_dir: Path, config: dict) -> str | None:
 
 def other_sweep(sweep_dir: Path, config: dict) -> str | None:
     if not sweep_dir.exists() or not next(sweep_dir.iterdir(), None):
+        return None
+    if [path.name for path in sweep_dir.iterdir()] == [SWEEP_RECORD]:  # stopped before a job
         return None
     saved = sweep_dir / SWEEP_RECORD
     if not saved.is_file():
@@ -139,7 +140,7 @@ def other_run(run_dir: Path, config: dict, setting: str = "hydra.run.dir") -> st
         if next(run_dir.iterdir(), None):
             return (
                 f"{run_dir} is not empty and holds no run (no .hydra/config.yaml): "
-                "choose a new or empty hydra.run.dir"
+                f"choose a new or empty {setting}"
             )
         return None
     if records_only(run_dir):  # its run stopped (a setting refused) before it wrote anything

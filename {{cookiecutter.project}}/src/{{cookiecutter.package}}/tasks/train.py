@@ -24,6 +24,7 @@ from ..launch import (
     stops_by_signal,
     swept_value,
 )
+from ..models.base import NetModule
 from ..options import check_train_options
 from ..records import log_metrics, plain_metrics, record_run, write_json
 from ..run_dir import earlier_metrics, finished, flatten
@@ -61,6 +62,8 @@ def train(cfg: DictConfig) -> float | None:
         check_fits(model, resumed["state_dict"], ckpt_path)
         note_other_settings(resumed, cfg.model, ckpt_path)
     del resumed  # Lightning loads the weights into the model itself: no copy held while training
+    if isinstance(model, NetModule):  # what the optimizer refuses, before the loggers write
+        model.configure_optimizers()
     record_run(cfg, model, trainer)  # config tree, run.json, hyperparameters to every logger
 
     resume = resume_hint(output_dir)
