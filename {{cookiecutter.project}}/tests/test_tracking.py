@@ -18,6 +18,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from {{ cookiecutter.package }}.builders import build_trained, build_trainer
 from {{ cookiecutter.package }}.callbacks.confusion_matrix import draw as draw_confusion
 from {{ cookiecutter.package }}.callbacks.figures import to_rgb
+from {{ cookiecutter.package }}.checkpoints import load_checkpoint
 from {{ cookiecutter.package }}.console import UserError
 from {{ cookiecutter.package }}.records import git_state
 from {{ cookiecutter.package }}.tasks.train import train
@@ -81,6 +82,17 @@ def test_csv_has_diagnostics_at_the_logging_steps_of_train_loss(logged_run):
     assert all(0 <= value < 1 for value in values["perf/data_wait_frac"])
     hparams = yaml.safe_load((output_dir / "csv" / "hparams.yaml").read_text())
     assert hparams["tags"] == TAGS
+
+
+def test_the_curves_hold_each_epoch_s_values_and_go_into_checkpoints(logged_run, task):
+    output_dir, _ = logged_run
+    rows = list(csv.DictReader((output_dir / "csv" / "metrics.csv").open()))
+    last = load_checkpoint(output_dir / "checkpoints" / "last.ckpt")  # a resumed run draws them
+    curves = last["callbacks"]["PlotCurves"]["history"]
+    # The first epoch's values, at its last step: train/acc is reduced after the epoch's hooks.
+    for name in ["val/loss", *(["train/acc"] if task == "classification" else [])]:
+        (first,) = [float(row[name]) for row in rows if row.get(name) and row["epoch"] == "0"]
+        assert curves[name][0] == [4, pytest.approx(first)], name
 
 
 def test_tensorboard_event_files_hold_scalars_and_the_validation_pictures(logged_run, task, score):
