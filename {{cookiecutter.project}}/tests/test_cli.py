@@ -24,6 +24,7 @@ from conftest import (
     run_cli,
     run_code,
     run_entry_point,
+    start_cli,
 )
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -103,6 +104,15 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
     assert override.get_key_element() in {"input", "hydra.run.dir"}
     assert plain == {override.get_key_element(): override.value()}
     assert type(plain[key]) is type(override.value())
+
+
+@pytest.mark.parametrize("flag", ["--help", "--info"])
+def test_help_into_a_pipe_its_reader_closed_ends_without_a_traceback(flag):
+    process = start_cli("train.py", flag)  # as `python train.py --help | head -1` leaves it
+    process.stdout.close()  # before the command writes: it starts in a second or more
+    errors = process.stderr.read()
+    process.wait(timeout=120)
+    assert "Traceback" not in errors and "Logging error" not in errors
 
 
 def test_a_setting_the_optimizer_refuses_leaves_the_run_folder_to_the_corrected_command(tmp_path):

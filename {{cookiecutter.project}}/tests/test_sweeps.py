@@ -122,6 +122,7 @@ def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path,
     again = sweep("0.001", "0.01")  # as after an interruption: each finished job says so
     assert again.returncode == 0
     assert again.stdout.count(f" is complete ({watched[0]}_best=") == 2
+    assert again.stdout.count("to train again, choose a new hydra.sweep.dir") == 2
     records = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     other = sweep("0.1", "0.01")  # job 0 would find the finished run of another rate
     assert other.returncode == 1
@@ -135,6 +136,11 @@ def test_a_sweep_folder_takes_the_same_sweep_again_and_refuses_another(tmp_path,
 def test_jobs_that_share_paths_output_dir_are_refused_after_the_first(tmp_path, watched):
     shared = ["-m", "model.optimizer.lr=0.001,0.01", f"paths.output_dir={tmp_path / 'files'}"]
     typo = ["-m", "model.optimizer.lrr=0.001,0.01"]
+    (tmp_path / "notes").write_text("mine")
+    into_a_file = run_cli("train.py", *shared, *JOB, f"hydra.sweep.dir={tmp_path / 'notes'}")
+    assert error_lines(into_a_file) == [
+        f"error: hydra.sweep.dir {tmp_path / 'notes'} is a file, not a folder: choose another"
+    ]
     # A sweep refused before its first job leaves its folder to the corrected command.
     assert run_cli("train.py", *typo, *JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}").returncode
     result = run_cli("train.py", *shared, *JOB, f"hydra.sweep.dir={tmp_path / 'sweep'}")

@@ -7,6 +7,7 @@ needs it: predict with plain settings runs without (plain_run.py).
 
 import gc
 import importlib
+import logging
 import os
 import re
 import signal
@@ -215,6 +216,8 @@ def _launch(name: str):
     OmegaConf.register_new_resolver("run_stamp", run_stamp, use_cache=True, replace=True)
     if {"--help", "-h"} & set(sys.argv[1:]):
         listing_config_groups_once()
+    if "--info" in sys.argv[1:]:  # Hydra logs its report: into a closed pipe, a traceback a line
+        logging.raiseExceptions = False
 
     @hydra.main(version_base="1.3", config_path=config_dir(), config_name=name)
     def main(cfg):
@@ -227,6 +230,9 @@ def _launch(name: str):
     os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         return main()
+    except BrokenPipeError:  # what reads the output went away (train.py --help | head): done
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # for the exit's flush
+        sys.exit(1)
     except CompactHydraException as error:
         if users_choice:
             raise

@@ -156,12 +156,12 @@ def run_in(config: DictConfig, run_dir: str) -> None:
 
 def output_setting(output_dir: Path) -> str:
     """The setting that places the run's files: paths.output_dir where it puts them apart from
-    the run directory, else hydra.run.dir."""
+    the run directory, else hydra.sweep.dir for a sweep's job, or hydra.run.dir."""
     hydra = HydraConfig.get() if HydraConfig.initialized() else None
     run_dir = OmegaConf.select(hydra, "runtime.output_dir", default=None) if hydra else None
     if run_dir and Path(run_dir).absolute() != output_dir.absolute():
         return "paths.output_dir"
-    return "hydra.run.dir"
+    return "hydra.sweep.dir" if in_sweep() else "hydra.run.dir"
 
 
 def resume_hint(output_dir: Path) -> str:

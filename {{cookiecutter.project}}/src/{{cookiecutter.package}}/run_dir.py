@@ -75,6 +75,8 @@ def sweep_refusal(sweep_dir: Path, config: dict) -> str | None:
 
 
 def other_sweep(sweep_dir: Path, config: dict) -> str | None:
+    if sweep_dir.exists() and not sweep_dir.is_dir():
+        return f"hydra.sweep.dir {sweep_dir} is a file, not a folder: choose another"
     if not sweep_dir.exists() or not next(sweep_dir.iterdir(), None):
         return None
     if [path.name for path in sweep_dir.iterdir()] == [SWEEP_RECORD]:  # stopped before a job
