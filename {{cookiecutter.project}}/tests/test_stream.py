@@ -4,6 +4,7 @@ after a kill -9 mid-epoch, and the checkpoints evaluated, exported and served fr
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -287,9 +288,17 @@ def test_bad_streams_and_destinations_are_refused_in_one_line(stream, task, tmp_
         assert line in refusal("optimize", f"output_dir={url}")
         assert line in refusal("train", "data=stream", f"data.input_dir={url}")
     assert not (Path.cwd() / "s3:").exists()
-    (tmp_path / "unfinished" / "train").mkdir(parents=True)
+    (tmp_path / "unfinished" / "train").mkdir(parents=True)  # as an image folder may have
     message = refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
-    assert "holds no contract.json" in message and "optimize.py" in message
+    assert "holds no contract.json: it is not a stream; write one with python optimize.py" in (
+        message
+    )
+    # Chunks without a contract: optimize.py stopped, and the folder is for removing.
+    shutil.copy(next((stream / "train").glob("chunk-*.bin")), tmp_path / "unfinished" / "train")
+    stopped = "is a stream that optimize.py did not finish (no contract.json): remove it"
+    assert stopped in refusal("train", "data=stream", f"data.input_dir={tmp_path / 'unfinished'}")
+    stopped = "holds a stream that optimize.py did not finish (no contract.json): remove it"
+    assert stopped in refusal("optimize", f"output_dir={tmp_path / 'unfinished'}")
     split = stream / "train"  # the whole stream, not one of its splits
     line = f"{split} is one split of the stream in {stream}: pass data.input_dir={stream}"
     assert refusal("train", "data=stream", f"data.input_dir={split}") == line

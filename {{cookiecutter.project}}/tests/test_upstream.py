@@ -453,6 +453,21 @@ def test_uvicorn_s_protocol_with_a_read_deadline_closes_slow_and_oversized_heade
     assert after_an_answer.startswith(b"HTTP/1.1 200 ") and after_an_answer.endswith(b"ok")
 
 
+def test_litdata_s_processor_sets_the_sigint_handler_that_is_replaced(monkeypatch):
+    from litdata.processing.data_processor import DataProcessor
+
+    source = inspect.getsource(DataProcessor.run)
+    assert "signal.signal(signal.SIGINT, self._signal_handler)" in source
+    assert "os._exit(0)" in inspect.getsource(DataProcessor._signal_handler)
+    monkeypatch.setattr(DataProcessor, "_signal_handler", DataProcessor._signal_handler)
+    upstream.interruptible_chunk_writing()
+    stopped = []
+    processor = Namespace(stop_queues=[Namespace(put=stopped.append)], workers=[])
+    with pytest.raises(KeyboardInterrupt):
+        DataProcessor._signal_handler(processor, signal.SIGINT, None)
+    assert stopped == [None]  # the workers are told to stop, as LitData's handler tells them
+
+
 def test_litdata_builds_obstore_s_client_from_the_options_that_allow_plain_http(monkeypatch):
     from litdata.streaming import downloader
 

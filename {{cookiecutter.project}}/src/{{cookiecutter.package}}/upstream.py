@@ -369,6 +369,29 @@ def read_deadline_class() -> type:
 # --- LitData (0.2.76) ----------------------------------------------------------------------------
 
 
+def interruptible_chunk_writing() -> None:
+    """Lets Ctrl-C stop LitData's `optimize` as it stops any command: LitData's DataProcessor
+    sets a SIGINT handler of its own as it starts, which stops its workers and then ends the
+    process with os._exit(0), as if the chunks had all been written. This one stops the workers
+    alike and raises KeyboardInterrupt (a worker that the signal reaches ends as it did).
+    Relies on: `DataProcessor._signal_handler`, which its `run` sets, and the `stop_queues` and
+    `workers` it stops."""
+    from litdata.processing.data_processor import DataProcessor
+
+    command = os.getpid()
+
+    def stop_workers(self, signum, frame) -> None:
+        if os.getpid() != command:  # a worker, forked with the handler: it ends, as LitData's
+            os._exit(0)
+        for stop_queue in getattr(self, "stop_queues", []):
+            stop_queue.put(None)
+        for worker in getattr(self, "workers", []):
+            worker.join(0)
+        raise KeyboardInterrupt
+
+    DataProcessor._signal_handler = stop_workers
+
+
 def allow_plain_http_object_storage() -> None:
     """Lets LitData reach an S3-compatible server over plain HTTP (a MinIO or a test server on
     the local network), named by AWS_ENDPOINT_URL. LitData moves chunks with obstore, which

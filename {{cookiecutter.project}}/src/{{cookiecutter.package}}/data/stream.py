@@ -96,6 +96,16 @@ def write_text(url: str, text: str) -> None:
         client.put_object(Bucket=bucket, Key=key, Body=text.encode())
 
 
+def unfinished(folder: str) -> bool:
+    """Whether `folder` holds chunks of a split but no contract: optimize.py stopped in it. (An
+    image folder may have train/, val/ and test/ too, of images.)"""
+    if read_text(location(folder, CONTRACT_FILE)) is not None:
+        return False
+    if is_remote(folder):
+        return any(holds_files(location(folder, split)) for split in SPLITS)
+    return any(next(Path(folder, split).glob("chunk-*.bin"), None) for split in SPLITS)
+
+
 def holds_files(folder: str) -> bool:
     if not is_remote(folder):
         path = Path(folder)
@@ -172,9 +182,14 @@ class StreamDataModule(ContractDataModule):
                     f"{folder} is one split of the stream in {parent}: pass "
                     f"data.input_dir={parent}"
                 )
+            if unfinished(folder):
+                raise UserError(
+                    f"{folder} is a stream that optimize.py did not finish (no {CONTRACT_FILE}): "
+                    "remove it and write it again with python optimize.py"
+                )
             raise UserError(
-                f"{folder} holds no {CONTRACT_FILE}: it is not a stream, or optimize.py did not "
-                f"finish it; write it with python optimize.py data=<data> output_dir={folder}"
+                f"{folder} holds no {CONTRACT_FILE}: it is not a stream; write one with python "
+                "optimize.py data=<data> output_dir=<a new folder>"
             )
         try:
             data = json.loads(text)
