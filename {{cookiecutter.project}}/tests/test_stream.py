@@ -240,6 +240,7 @@ def test_a_streams_checkpoint_exports_and_predicts_from_raw_inputs(stream, tmp_p
 
 
 def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
+    from {{ cookiecutter.package }}.builders import build_datamodule, build_model
     from {{ cookiecutter.package }}.tasks.export import export
     from {{ cookiecutter.package }}.tasks.train import train
 
@@ -251,6 +252,10 @@ def test_a_stream_of_texts_sizes_the_text_network_by_its_tokenizer(tmp_path):
     train(cfg)
     contract = json.loads((stream / "contract.json").read_text())
     assert cfg.model.net.vocab_size == contract["preprocessing"]["vocab_size"]
+    # The transformer reads the texts' length in tokens too.
+    transformer = compose_config("train", tmp_path / "t", [*overrides, "model/net=transformer"])
+    build_model(transformer, build_datamodule(transformer))
+    assert transformer.model.net.max_length == 16
     # Rebuilt from its checkpoint, with the settings it recorded.
     best = f"ckpt_path={tmp_path / 'run' / 'checkpoints' / 'best.ckpt'}"
     overrides = [best, "formats=[onnx]", *FAST_LATENCY]

@@ -160,8 +160,10 @@ class StreamDataModule(ContractDataModule):
         input_dir: str | None = None,
         cache_dir: str | None = None,
         max_cache_size: str = "50GB",
-        # A stream of texts: its tokenizer's size, which training records (see shapes).
+        # A stream of texts: its tokenizer's size and its texts' length, which training records
+        # (see shapes).
         vocab_size: int | None = None,
+        max_length: int | None = None,
         **common,
     ):
         validated(StreamSettings, {"max_cache_size": max_cache_size}, prefix="data.")
@@ -212,10 +214,14 @@ class StreamDataModule(ContractDataModule):
 
     @property
     def shapes(self) -> dict[str, int | None]:
-        # A stream of texts: its tokenizer's size too, which the text networks' embedding reads
-        # as data.vocab_size.
-        vocab_size = getattr(self.contract.preprocessing, "vocab_size", None)
-        return {**super().shapes, "vocab_size": vocab_size}
+        # A stream of texts: its tokenizer's size and its texts' length in tokens too, which the
+        # text networks read as data.vocab_size and data.max_length.
+        preprocessing = self.contract.preprocessing
+        return {
+            **super().shapes,
+            "vocab_size": getattr(preprocessing, "vocab_size", None),
+            "max_length": getattr(preprocessing, "max_length", None),
+        }
 
     def apply(self, stored: Contract, contract: Contract) -> dict:
         # Each loader opens its split: a StreamingDataset learns the DDP ranks when it is made,
