@@ -106,6 +106,7 @@ def test_predict_reads_plain_settings_as_hydra_does_or_leaves_them_to_hydra(key,
     assert type(plain[key]) is type(override.value())
 
 
+@SLOW  # train.py processes
 @pytest.mark.parametrize("flag", ["--help", "--info"])
 def test_help_into_a_pipe_its_reader_closed_ends_without_a_traceback(flag):
     process = start_cli("train.py", flag)  # as `python train.py --help | head -1` leaves it
@@ -115,6 +116,7 @@ def test_help_into_a_pipe_its_reader_closed_ends_without_a_traceback(flag):
     assert "Traceback" not in errors and "Logging error" not in errors
 
 
+@SLOW  # a train.py process
 def test_a_setting_the_optimizer_refuses_leaves_the_run_folder_to_the_corrected_command(tmp_path):
     # Refused before the loggers write: the folder holds the run's records and log alone.
     run, model = tmp_path / "run", f"model={TASK_MODELS[default_task()]}"
